@@ -1,0 +1,191 @@
+/**
+ * @file fastreduce.h
+ * @brief libfastreduce: fast allreduce and broadcast for MPI programs.
+ *
+ * A communicator (fr_comm_t) is made from an MPI communicator with
+ * fr_comm_create(). Every call on it picks an algorithm from a tuning table
+ * (see docs/tuning.md) by collective, memory type, number of nodes, ranks per
+ * node and message size, so that every rank makes the same choice.
+ *
+ * Two API styles are offered:
+ *  - the fr_* API, with fr_dtype_t and fr_op_t and size_t counts;
+ *  - FR_Allreduce() and FR_Bcast(), with MPI's own signature; they cache an
+ *    fr_comm_t on the MPI communicator and hand what they cannot serve
+ *    (derived datatypes, user-defined ops, inter-communicators) to
+ *    PMPI_Allreduce() / PMPI_Bcast().
+ *
+ * Every function returns an fr_status_t; fr_strerror() names it and
+ * fr_last_error() gives the calling thread's detail message of the last
+ * failure. Library code never aborts the process.
+ */
+#ifndef FASTREDUCE_H
+#define FASTREDUCE_H
+
+#include <stddef.h>
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FR_VERSION_MAJOR 0
+#define FR_VERSION_MINOR 1
+#define FR_VERSION_PATCH 0
+/** The library version as one number: major*10000 + minor*100 + patch. */
+#define FR_VERSION (FR_VERSION_MAJOR * 10000 + FR_VERSION_MINOR * 100 + FR_VERSION_PATCH)
+
+/** Status codes. FR_SUCCESS is 0; every error is positive. */
+typedef enum fr_status {
+    FR_SUCCESS = 0,           /**< the call completed */
+    FR_ERR_INVALID_ARG,       /**< an argument is out of its domain (unknown enum, bad pointer combination) */
+    FR_ERR_NULL_POINTER,      /**< a required pointer was NULL (a buffer with count > 0, an out-parameter) */
+    FR_ERR_COUNT,             /**< count * datatype size overflows or exceeds what the library can address */
+    FR_ERR_ROOT,              /**< root is not a rank of the communicator */
+    FR_ERR_UNSUPPORTED_OP,    /**< the operation is not defined for the datatype */
+    FR_ERR_BAD_COMM,          /**< NULL, destroyed, or otherwise unusable communicator */
+    FR_ERR_NOT_SUPPORTED,     /**< the request cannot be served here (an algorithm declining, a device buffer without CUDA) */
+    FR_ERR_NO_MEMORY,         /**< an allocation failed */
+    FR_ERR_MPI,               /**< an MPI call failed */
+    FR_ERR_UCX,               /**< a UCX call failed */
+    FR_ERR_SYSTEM,            /**< an operating-system call failed (shared memory, files) */
+    FR_ERR_NOT_INITIALIZED,   /**< MPI is not initialized, or already finalized */
+    FR_ERR_CONFIG,            /**< a setting or tuning table could not be used */
+    FR_ERR_MISMATCH,          /**< ranks disagree on the arguments of a collective */
+    FR_ERR_TIMED_OUT,         /**< a wait exceeded its bound */
+    FR_ERR_INTERNAL,          /**< a bug in libfastreduce: please report it */
+    FR_STATUS_COUNT
+} fr_status_t;
+
+/** Element types. */
+typedef enum fr_dtype {
+    FR_INT8 = 0, FR_UINT8, FR_INT32, FR_UINT32, FR_INT64, FR_UINT64,
+    FR_FLOAT16,   /**< IEEE 754 binary16 */
+    FR_BFLOAT16,  /**< bfloat16: the upper 16 bits of a binary32 */
+    FR_FLOAT32, FR_FLOAT64,
+    FR_DTYPE_COUNT
+} fr_dtype_t;
+
+/**
+ * Reduction operations. Integer arithmetic wraps modulo 2^bits. For float16
+ * and bfloat16 each binary operation gives the exact result of the two
+ * operands rounded once to the type, to nearest, ties to even (see
+ * docs/datatypes.md). FR_AVG is the sum divided by the number of ranks
+ * (integers: C division, truncating toward zero), like ncclAvg.
+ */
+typedef enum fr_op {
+    FR_SUM = 0, FR_PROD, FR_MIN, FR_MAX, FR_AVG,
+    FR_OP_COUNT
+} fr_op_t;
+
+/** Pass as sendbuf to fr_allreduce() to reduce recvbuf in place. */
+#define FR_IN_PLACE ((const void *)1)
+
+/** Opaque communicator handle. */
+typedef struct fr_comm *fr_comm_t;
+
+/**
+ * Optional settings for fr_comm_create(). Zero-initialise (or use
+ * FR_CONFIG_INIT) and set what you need; a NULL string or a zero number
+ * means "take it from the environment or the default". A field set here
+ * overrides the matching FASTREDUCE_* environment variable.
+ */
+typedef struct fr_config {
+    int         version;    /**< set to FR_VERSION */
+    const char *algo;       /**< like FASTREDUCE_ALGO */
+    const char *tune;       /**< like FASTREDUCE_TUNE */
+    const char *tune_file;  /**< like FASTREDUCE_TUNE_FILE */
+    int         node_size;  /**< like FASTREDUCE_NODE_SIZE: fake nodes of this many consecutive ranks */
+} fr_config_t;
+
+#define FR_CONFIG_INIT { FR_VERSION, NULL, NULL, NULL, 0 }
+
+/**
+ * Create a communicator over the ranks of @p mpi_comm. Collective: every
+ * rank of @p mpi_comm must call it. It duplicates @p mpi_comm, exchanges UCX
+ * worker addresses, maps the node's shared-memory segment, and loads the
+ * tuning table on rank 0 and broadcasts it.
+ *
+ * @param mpi_comm an intra-communicator (MPI must be initialized)
+ * @param config   NULL, or settings that override the environment
+ * @param out      receives the handle; set to NULL on failure
+ * @return FR_SUCCESS, FR_ERR_NOT_INITIALIZED, FR_ERR_NULL_POINTER,
+ *         FR_ERR_BAD_COMM (inter-communicator or MPI_COMM_NULL),
+ *         FR_ERR_MPI, FR_ERR_UCX, FR_ERR_SYSTEM or FR_ERR_NO_MEMORY.
+ */
+fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm_t *out);
+
+/**
+ * Destroy a communicator and free everything it holds. Collective over the
+ * communicator's ranks. @p comm may be NULL (nothing happens). Calls on a
+ * destroyed handle are undefined; keep handles NULL after destroying them.
+ */
+fr_status_t fr_comm_destroy(fr_comm_t comm);
+
+/** Rank of the caller in @p comm (or -1 for a bad handle). */
+int fr_comm_rank(fr_comm_t comm);
+/** Number of ranks in @p comm (or -1 for a bad handle). */
+int fr_comm_size(fr_comm_t comm);
+
+/**
+ * Combine @p count elements from every rank with @p op and give every rank
+ * the result in @p recvbuf. Pass FR_IN_PLACE as @p sendbuf to use recvbuf as
+ * input. Buffers may be NULL only when count is 0. sendbuf and recvbuf must
+ * not overlap unless they are the same pointer (treated as in place).
+ *
+ * @return FR_SUCCESS, FR_ERR_BAD_COMM, FR_ERR_NULL_POINTER, FR_ERR_COUNT,
+ *         FR_ERR_INVALID_ARG (unknown dtype or op, partly overlapping buffers),
+ *         FR_ERR_UNSUPPORTED_OP, or a transport error.
+ */
+fr_status_t fr_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                         fr_dtype_t dtype, fr_op_t op, fr_comm_t comm);
+
+/**
+ * Copy @p count elements of @p buf on rank @p root to @p buf on every rank.
+ * @return FR_SUCCESS, FR_ERR_BAD_COMM, FR_ERR_NULL_POINTER, FR_ERR_COUNT,
+ *         FR_ERR_ROOT, FR_ERR_INVALID_ARG, or a transport error.
+ */
+fr_status_t fr_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm);
+
+/**
+ * MPI_Allreduce's signature, served by libfastreduce where it can:
+ * predefined integer and floating types with MPI_SUM, MPI_PROD, MPI_MIN or
+ * MPI_MAX on an intra-communicator. Anything else goes to PMPI_Allreduce().
+ * The fr_comm_t is created at the first call on @p comm, cached on it as an
+ * attribute, and destroyed when @p comm is freed (or at MPI_Finalize).
+ * @return MPI_SUCCESS or an MPI error class.
+ */
+int FR_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                 MPI_Op op, MPI_Comm comm);
+
+/** MPI_Bcast's signature; any predefined datatype is served, derived ones go to PMPI_Bcast(). */
+int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+
+/**
+ * The name of the algorithm that fr_allreduce() would run for these
+ * arguments on @p comm (the same on every rank), or NULL for a bad handle.
+ * Useful for benchmarks and logs; it moves no data.
+ */
+const char *fr_allreduce_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op);
+/** The same for fr_bcast(). */
+const char *fr_bcast_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root);
+
+/** A static string naming @p status ("FR_ERR_ROOT: root out of range"). */
+const char *fr_strerror(fr_status_t status);
+
+/** The calling thread's detail message for its last failed call ("" if none). */
+const char *fr_last_error(void);
+
+/** Size in bytes of one element of @p dtype (0 for an unknown type). */
+size_t fr_dtype_size(fr_dtype_t dtype);
+
+/** Name of a datatype ("float32") or op ("sum"); "?" when unknown. */
+const char *fr_dtype_name(fr_dtype_t dtype);
+const char *fr_op_name(fr_op_t op);
+
+/** Library version string, e.g. "0.1.0". */
+const char *fr_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FASTREDUCE_H */

@@ -1,0 +1,151 @@
+#define _GNU_SOURCE
+/* Communicator lifecycle: create (node grouping, table, UCX, shm), destroy. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "comm.h"
+#include "settings.h"
+#include "log.h"
+#include "mpi_api.h"
+#include "p2p.h"
+#include "shm.h"
+#include "topology.h"
+
+fr_status_t fr_comm_check(const struct fr_comm *comm)
+{
+    if (!comm) return FR_ERROR(FR_ERR_BAD_COMM, "communicator is NULL");
+    if (comm->magic != FR_COMM_MAGIC)
+        return FR_ERROR(FR_ERR_BAD_COMM, "communicator %p is not a live fastreduce communicator", (void *)comm);
+    return FR_SUCCESS;
+}
+
+int fr_comm_rank(fr_comm_t comm) { return fr_comm_check(comm) == FR_SUCCESS ? comm->rank : -1; }
+int fr_comm_size(fr_comm_t comm) { return fr_comm_check(comm) == FR_SUCCESS ? comm->size : -1; }
+
+void *fr_comm_scratch(struct fr_comm *comm, size_t bytes)
+{
+    if (bytes <= comm->scratch_size) return comm->scratch;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes)) {
+        FR_ERROR(FR_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch", bytes);
+        return NULL;
+    }
+    free(comm->scratch);
+    comm->scratch = p;
+    comm->scratch_size = bytes;
+    return p;
+}
+
+fr_status_t fr_mpi_ready(void)
+{
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (!init || fin)
+        return FR_ERROR(FR_ERR_NOT_INITIALIZED, "MPI is %s", fin ? "already finalized" : "not initialized");
+    return FR_SUCCESS;
+}
+
+/* Every rank learns whether any rank failed; a rank that did not fail
+ * itself gets FR_ERR_MPI-free wording naming the remote failure. */
+fr_status_t fr_agree(MPI_Comm comm, fr_status_t st, const char *what)
+{
+    int mine = (int)st, worst = 0;
+    if (PMPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)
+        return FR_ERROR(FR_ERR_MPI, "%s: MPI_Allreduce failed while agreeing on the outcome", what);
+    if (st != FR_SUCCESS) return st;
+    if (worst != FR_SUCCESS)
+        return FR_ERROR((fr_status_t)worst, "%s failed on another rank: %s", what, fr_strerror((fr_status_t)worst));
+    return FR_SUCCESS;
+}
+
+/* The core count this process may run on. */
+static int usable_cores(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static void free_comm(struct fr_comm *c)
+{
+    fr_shm_destroy(c);
+    fr_ucx_destroy(c);
+    fr_table_free(&c->table);
+    fr_nodeinfo_t ni = {.rank_node = c->rank_node, .rank_local = c->rank_local, .node_comm = c->node_comm};
+    fr_node_free(&ni);
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin && c->mpi != MPI_COMM_NULL) PMPI_Comm_free(&c->mpi);
+    free(c->scratch);
+    c->magic = 0;
+    free(c);
+}
+
+fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm_t *out)
+{
+    if (!out) return FR_ERROR(FR_ERR_NULL_POINTER, "fr_comm_create: out is NULL");
+    *out = NULL;
+    fr_log_init();
+    FR_CHECK(fr_mpi_ready());
+    if (mpi_comm == MPI_COMM_NULL) return FR_ERROR(FR_ERR_BAD_COMM, "fr_comm_create: MPI_COMM_NULL");
+    int inter = 0;
+    if (PMPI_Comm_test_inter(mpi_comm, &inter) != MPI_SUCCESS)
+        return FR_ERROR(FR_ERR_BAD_COMM, "fr_comm_create: not a valid MPI communicator");
+    if (inter) return FR_ERROR(FR_ERR_BAD_COMM, "fr_comm_create: inter-communicators are not supported");
+    if (config && config->version != FR_VERSION)
+        FR_WARN(FR_SUB_INIT, "fr_config_t.version is %d, this library is %d; fields are read as this version's",
+                config->version, FR_VERSION);
+
+    struct fr_comm *c = calloc(1, sizeof *c);
+    if (!c) return FR_ERROR(FR_ERR_NO_MEMORY, "fr_comm_create: out of memory");
+    c->mpi = c->node_comm = MPI_COMM_NULL;
+    fr_status_t st = FR_SUCCESS;
+    if (PMPI_Comm_dup(mpi_comm, &c->mpi) != MPI_SUCCESS) {
+        c->mpi = MPI_COMM_NULL;
+        free_comm(c);
+        return FR_ERROR(FR_ERR_MPI, "fr_comm_create: MPI_Comm_dup failed");
+    }
+    PMPI_Comm_rank(c->mpi, &c->rank);
+    PMPI_Comm_size(c->mpi, &c->size);
+    fr_log_set_rank(c->rank);
+
+    int node_size = config && config->node_size > 0 ? config->node_size : (int)fr_env_int("FASTREDUCE_NODE_SIZE");
+    fr_nodeinfo_t ni;
+    FR_CHECK_GOTO(fr_node_group(c->mpi, node_size, &ni), st, fail);
+    c->node = ni.node; c->nnodes = ni.nnodes; c->local_rank = ni.local_rank; c->local_size = ni.local_size;
+    c->ppn = ni.ppn; c->rank_node = ni.rank_node; c->rank_local = ni.rank_local; c->node_comm = ni.node_comm;
+
+    FR_CHECK_GOTO(fr_select_load(c, config), st, fail);
+    c->spin = (uint64_t)fr_env_int("FASTREDUCE_SPIN");
+    if (!fr_env("FASTREDUCE_SPIN") && c->local_size > usable_cores()) c->spin = 20; /* oversubscribed: yield soon */
+    FR_CHECK_GOTO(fr_ucx_create(c), st, fail);
+    FR_CHECK_GOTO(fr_shm_create(c), st, fail);
+    FR_CHECK_GOTO(fr_mpi_ops_get(), st, fail);
+    c->magic = FR_COMM_MAGIC;
+    if (c->rank == 0)
+        FR_INFO(FR_SUB_INIT, "communicator of %d ranks on %d node(s), %d per node at most, spin %lu",
+                c->size, c->nnodes, c->ppn, (unsigned long)c->spin);
+    *out = c;
+    return FR_SUCCESS;
+fail:
+    free_comm(c);
+    return st;
+}
+
+fr_status_t fr_comm_destroy(fr_comm_t comm)
+{
+    if (!comm) return FR_SUCCESS;
+    FR_CHECK(fr_comm_check(comm));
+    int fin = 0;
+    MPI_Finalized(&fin);
+    fr_status_t st = FR_SUCCESS;
+    /* Every rank finishes its last collective before any endpoint closes. */
+    if (!fin && PMPI_Barrier(comm->mpi) != MPI_SUCCESS)
+        st = FR_ERROR(FR_ERR_MPI, "fr_comm_destroy: MPI_Barrier failed");
+    free_comm(comm);
+    fr_mpi_ops_put();
+    return st;
+}

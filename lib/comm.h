@@ -1,0 +1,98 @@
+/* The communicator, the call descriptor and the algorithm interface. */
+#ifndef FR_COMM_H
+#define FR_COMM_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <mpi.h>
+#include "fastreduce.h"
+#include "tune.h"
+
+typedef enum { FR_COLL_ALLREDUCE = 0, FR_COLL_BCAST, FR_COLL_COUNT } fr_coll_t;
+typedef enum { FR_MEM_HOST = 1u, FR_MEM_CUDA = 2u } fr_mem_t;
+
+/* One collective call, as the algorithms see it. */
+typedef struct fr_call {
+    fr_coll_t   coll;
+    const void *sendbuf;   /* allreduce input; == recvbuf when in place */
+    void       *recvbuf;   /* allreduce output; bcast buffer */
+    size_t      count;
+    size_t      bytes;     /* count * element size */
+    fr_dtype_t  dtype;
+    fr_op_t     op;        /* FR_AVG is reduced as a sum; the caller divides */
+    int         root;      /* bcast only */
+    fr_mem_t    mem;
+    uint64_t    chunk;     /* the rule's chunk= parameter, 0 for the algorithm's default */
+    int         fanout;    /* the rule's fanout= parameter, 0 for the default */
+} fr_call_t;
+
+struct fr_ucx;
+struct fr_shm;
+
+#define FR_COMM_MAGIC 0x46524331u  /* "FRC1" */
+
+struct fr_comm {
+    unsigned     magic;        /* FR_COMM_MAGIC while alive */
+    MPI_Comm     mpi;          /* private duplicate of the user's communicator */
+    int          rank, size;
+    /* node shape (real or faked with FASTREDUCE_NODE_SIZE / FASTREDUCE_HOSTID) */
+    int          node, nnodes; /* this rank's node index, number of nodes */
+    int          local_rank, local_size;
+    int          ppn;          /* largest number of ranks on one node */
+    int         *rank_node;    /* [size]: node index of every rank */
+    int         *rank_local;   /* [size]: local rank of every rank */
+    MPI_Comm     node_comm;    /* the ranks of this node, ordered by rank */
+    struct fr_ucx *ucx;        /* UCX worker and endpoints */
+    struct fr_shm *shm;        /* the node's shared-memory segment (NULL if none) */
+    fr_table_t   table;        /* the resolved selection table (same on every rank) */
+    uint64_t     seq;          /* number of collectives started on this communicator */
+    void        *scratch;      /* grow-only scratch buffer for algorithms */
+    size_t       scratch_size;
+    uint64_t     spin;         /* polls before a waiting rank starts to yield */
+};
+
+/* The algorithm interface: one file in algorithms/ defines one of these. */
+typedef struct fr_alg {
+    const char *name;                       /* used in tables, variables and logs */
+    fr_coll_t   coll;
+    unsigned    mem_types;                  /* FR_MEM_HOST | FR_MEM_CUDA */
+    /* FR_SUCCESS if it can serve the call; FR_ERR_NOT_SUPPORTED to decline.
+     * Must depend only on values that are the same on every rank. */
+    fr_status_t (*check)(const fr_call_t *call, const struct fr_comm *comm);
+    fr_status_t (*run)(fr_call_t *call, struct fr_comm *comm);
+    const char *desc;
+} fr_alg_t;
+
+/* algorithms/registry.c */
+extern const fr_alg_t *const fr_algs[];
+extern const int fr_nalgs;
+/* Index of the algorithm named @p name for @p coll (coll < 0: any), or -1. */
+int fr_alg_lookup(int coll, const char *name);
+const char *fr_coll_name(fr_coll_t coll);
+
+/* A scratch buffer of at least @p bytes owned by the communicator, or NULL
+ * (with the error recorded) if it cannot be allocated. */
+void *fr_comm_scratch(struct fr_comm *comm, size_t bytes);
+
+/* FR_SUCCESS when MPI is initialized and not finalized. */
+fr_status_t fr_mpi_ready(void);
+/* Collective: every rank learns whether any rank's @p st failed. */
+fr_status_t fr_agree(MPI_Comm comm, fr_status_t st, const char *what);
+/* lib/select.c: build the table on rank 0 from FASTREDUCE_ALGO, _TUNE,
+ * _TUNE_FILE (or @p config) and the default, and broadcast it (collective). */
+fr_status_t fr_select_load(struct fr_comm *comm, const fr_config_t *config);
+
+/* Validate a handle: FR_SUCCESS or FR_ERR_BAD_COMM with a message. */
+fr_status_t fr_comm_check(const struct fr_comm *comm);
+
+/* Element range [*off, *off + *len) of block @p i when @p count elements are
+ * split into @p nblocks nearly equal blocks (the first count % nblocks get
+ * one more). */
+static inline void fr_block(size_t count, int nblocks, int i, size_t *off, size_t *len)
+{
+    size_t q = count / (size_t)nblocks, r = count % (size_t)nblocks, ui = (size_t)i;
+    *off = ui * q + (ui < r ? ui : r);
+    *len = q + (ui < r ? 1 : 0);
+}
+
+#endif

@@ -1,0 +1,105 @@
+/* The logger: FASTREDUCE_DEBUG=WARN|INFO|TRACE (or NONE), FASTREDUCE_DEBUG_SUBSYS
+ * (comma list, '^' prefix to exclude), FASTREDUCE_DEBUG_FILE (%h host, %p pid).
+ * Lines go to stderr unless a file is named. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include "log.h"
+#include "settings.h"
+
+int fr_log_level = FR_LOG_WARN;
+unsigned fr_log_subsys = FR_SUB_ALL;
+static FILE *log_file;
+static int log_rank = -1;
+static char log_host[64];
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const struct { const char *name; unsigned bit; } subsys_names[] = {
+    {"INIT", FR_SUB_INIT}, {"TOPO", FR_SUB_TOPO}, {"TUNE", FR_SUB_TUNE}, {"COLL", FR_SUB_COLL},
+    {"UCX", FR_SUB_UCX}, {"NCCL", FR_SUB_NCCL}, {"SHM", FR_SUB_SHM}, {"ALL", FR_SUB_ALL},
+};
+
+static void open_file(const char *pattern)
+{
+    char path[1024];
+    size_t o = 0;
+    for (const char *p = pattern; *p && o + 1 < sizeof path; p++) {
+        if (p[0] == '%' && (p[1] == 'h' || p[1] == 'p')) {
+            int n = p[1] == 'h' ? snprintf(path + o, sizeof path - o, "%s", log_host)
+                                : snprintf(path + o, sizeof path - o, "%ld", (long)getpid());
+            o += n > 0 ? (size_t)n : 0;
+            if (o >= sizeof path) o = sizeof path - 1;
+            p++;
+        } else {
+            path[o++] = *p;
+        }
+    }
+    path[o] = '\0';
+    log_file = fopen(path, "a");
+    if (log_file) setvbuf(log_file, NULL, _IOLBF, 0);
+    else FR_WARN(FR_SUB_INIT, "FASTREDUCE_DEBUG_FILE=%s: cannot open %s; logging to stderr", pattern, path);
+}
+
+static void log_setup(void)
+{
+    gethostname(log_host, sizeof log_host - 1);
+    const char *lvl = fr_env("FASTREDUCE_DEBUG");
+    if (lvl) {
+        if (!strcasecmp(lvl, "NONE")) fr_log_level = FR_LOG_NONE;
+        else if (!strcasecmp(lvl, "WARN")) fr_log_level = FR_LOG_WARN;
+        else if (!strcasecmp(lvl, "INFO")) fr_log_level = FR_LOG_INFO;
+        else if (!strcasecmp(lvl, "TRACE")) fr_log_level = FR_LOG_TRACE;
+        else FR_WARN(FR_SUB_INIT, "FASTREDUCE_DEBUG=%s is not NONE, WARN, INFO or TRACE; using WARN", lvl);
+    }
+    const char *sub = fr_env("FASTREDUCE_DEBUG_SUBSYS");
+    if (sub) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", sub);
+        int exclude = buf[0] == '^';
+        unsigned mask = 0;
+        char *save = NULL;
+        for (char *tok = strtok_r(buf + exclude, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            size_t i;
+            for (i = 0; i < sizeof subsys_names / sizeof subsys_names[0]; i++)
+                if (!strcasecmp(tok, subsys_names[i].name)) break;
+            if (i == sizeof subsys_names / sizeof subsys_names[0])
+                FR_WARN(FR_SUB_INIT, "FASTREDUCE_DEBUG_SUBSYS: unknown subsystem '%s' ignored", tok);
+            else
+                mask |= subsys_names[i].bit;
+        }
+        fr_log_subsys = exclude ? (FR_SUB_ALL & ~mask) : mask;
+    }
+    const char *file = fr_env("FASTREDUCE_DEBUG_FILE");
+    if (file) open_file(file);
+}
+
+void fr_log_init(void) { pthread_once(&log_once, log_setup); }
+void fr_log_set_rank(int rank) { log_rank = rank; }
+
+static const char *level_name(fr_log_level_t l)
+{
+    return l == FR_LOG_WARN ? "WARN" : l == FR_LOG_INFO ? "INFO" : "TRACE";
+}
+
+void fr_log_write(fr_log_level_t lvl, unsigned subsys, const char *file, int line, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    pthread_mutex_lock(&log_lock);
+    FILE *f = log_file ? log_file : stderr;
+    if (lvl == FR_LOG_TRACE)
+        fprintf(f, "%s:%ld:%d fastreduce %s %s:%d %s\n", log_host, (long)getpid(), log_rank,
+                level_name(lvl), base, line, msg);
+    else
+        fprintf(f, "%s:%ld:%d fastreduce %s %s\n", log_host, (long)getpid(), log_rank, level_name(lvl), msg);
+    pthread_mutex_unlock(&log_lock);
+    (void)subsys;
+}

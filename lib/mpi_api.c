@@ -1,0 +1,211 @@
+/* FR_Allreduce / FR_Bcast with MPI's signature, and the MPI handles that
+ * the mpi algorithms use. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include "mpi_api.h"
+#include "comm.h"
+#include "log.h"
+#include "reduce.h"
+
+/* ---- user ops for the 16-bit floating types ------------------------------ */
+#define FR_USER_OP(name, dt, op) \
+    static void name(void *in, void *inout, int *len, MPI_Datatype *type) \
+    { (void)type; fr_reduce(inout, in, (size_t)*len, dt, op); }
+FR_USER_OP(f16_sum, FR_FLOAT16, FR_SUM)
+FR_USER_OP(f16_prod, FR_FLOAT16, FR_PROD)
+FR_USER_OP(f16_min, FR_FLOAT16, FR_MIN)
+FR_USER_OP(f16_max, FR_FLOAT16, FR_MAX)
+FR_USER_OP(bf16_sum, FR_BFLOAT16, FR_SUM)
+FR_USER_OP(bf16_prod, FR_BFLOAT16, FR_PROD)
+FR_USER_OP(bf16_min, FR_BFLOAT16, FR_MIN)
+FR_USER_OP(bf16_max, FR_BFLOAT16, FR_MAX)
+
+static MPI_User_function *const user_fns[2][4] = {
+    {f16_sum, f16_prod, f16_min, f16_max}, {bf16_sum, bf16_prod, bf16_min, bf16_max}};
+static MPI_Op user_ops[2][4];
+static int ops_refs;
+static pthread_mutex_t ops_lock = PTHREAD_MUTEX_INITIALIZER;
+
+fr_status_t fr_mpi_ops_get(void)
+{
+    fr_status_t st = FR_SUCCESS;
+    pthread_mutex_lock(&ops_lock);
+    if (ops_refs == 0) {
+        for (int t = 0; t < 2; t++)
+            for (int o = 0; o < 4; o++)
+                if (PMPI_Op_create(user_fns[t][o], 1, &user_ops[t][o]) != MPI_SUCCESS)
+                    st = FR_ERROR(FR_ERR_MPI, "MPI_Op_create failed");
+    }
+    if (st == FR_SUCCESS) ops_refs++;
+    pthread_mutex_unlock(&ops_lock);
+    return st;
+}
+
+void fr_mpi_ops_put(void)
+{
+    pthread_mutex_lock(&ops_lock);
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (ops_refs > 0 && --ops_refs == 0 && !fin)
+        for (int t = 0; t < 2; t++)
+            for (int o = 0; o < 4; o++) PMPI_Op_free(&user_ops[t][o]);
+    pthread_mutex_unlock(&ops_lock);
+}
+
+void fr_mpi_handles(fr_dtype_t dtype, fr_op_t op, MPI_Datatype *type, MPI_Op *mop)
+{
+    static const MPI_Op native[FR_OP_COUNT] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX, MPI_SUM};
+    int o = op == FR_AVG ? FR_SUM : (int)op;
+    switch (dtype) {
+    case FR_INT8: *type = MPI_INT8_T; break;
+    case FR_UINT8: *type = MPI_UINT8_T; break;
+    case FR_INT32: *type = MPI_INT32_T; break;
+    case FR_UINT32: *type = MPI_UINT32_T; break;
+    case FR_INT64: *type = MPI_INT64_T; break;
+    case FR_UINT64: *type = MPI_UINT64_T; break;
+    case FR_FLOAT32: *type = MPI_FLOAT; break;
+    case FR_FLOAT64: *type = MPI_DOUBLE; break;
+    case FR_FLOAT16: case FR_BFLOAT16: default:
+        *type = MPI_UINT16_T;
+        *mop = user_ops[dtype == FR_BFLOAT16][o];
+        return;
+    }
+    *mop = native[o];
+}
+
+int fr_dtype_from_mpi(MPI_Datatype t)
+{
+    if (t == MPI_INT8_T || t == MPI_SIGNED_CHAR) return FR_INT8;
+    if (t == MPI_UINT8_T || t == MPI_UNSIGNED_CHAR) return FR_UINT8;
+    if (t == MPI_INT32_T) return FR_INT32;
+    if (t == MPI_UINT32_T) return FR_UINT32;
+    if (t == MPI_INT64_T) return FR_INT64;
+    if (t == MPI_UINT64_T) return FR_UINT64;
+    if (t == MPI_FLOAT) return FR_FLOAT32;
+    if (t == MPI_DOUBLE) return FR_FLOAT64;
+    if (t == MPI_INT) return sizeof(int) == 4 ? FR_INT32 : -1;
+    if (t == MPI_UNSIGNED) return sizeof(unsigned) == 4 ? FR_UINT32 : -1;
+    if (t == MPI_LONG) return sizeof(long) == 8 ? FR_INT64 : FR_INT32;
+    if (t == MPI_UNSIGNED_LONG) return sizeof(long) == 8 ? FR_UINT64 : FR_UINT32;
+    if (t == MPI_LONG_LONG) return FR_INT64;
+    if (t == MPI_UNSIGNED_LONG_LONG) return FR_UINT64;
+    return -1;
+}
+
+/* ---- the fr_comm_t cached on an MPI communicator ------------------------- */
+/* An entry per cached communicator; destroyed when the MPI communicator is
+ * freed, or at MPI_Finalize (through an attribute on MPI_COMM_SELF, whose
+ * delete callback MPI runs first, while MPI still works). */
+typedef struct cached {
+    fr_comm_t      comm;      /* NULL once destroyed, or if creation failed */
+    struct cached *next;
+} cached_t;
+
+static int comm_key = MPI_KEYVAL_INVALID, self_key = MPI_KEYVAL_INVALID;
+static cached_t *cache_list;
+
+static void unlink_entry(cached_t *e)
+{
+    for (cached_t **p = &cache_list; *p; p = &(*p)->next)
+        if (*p == e) { *p = e->next; break; }
+}
+
+static int comm_delete(MPI_Comm c, int key, void *val, void *extra)
+{
+    cached_t *e = val;
+    (void)c; (void)key; (void)extra;
+    if (e->comm) fr_comm_destroy(e->comm);
+    unlink_entry(e);
+    free(e);
+    return MPI_SUCCESS;
+}
+
+/* At finalize: destroy every fr_comm_t still cached, oldest first (the list
+ * is newest first). The entries stay, for a later comm_delete to free. */
+static void destroy_from(cached_t *e)
+{
+    if (!e) return;
+    destroy_from(e->next);
+    if (e->comm) { fr_comm_destroy(e->comm); e->comm = NULL; }
+}
+
+static int self_delete(MPI_Comm c, int key, void *val, void *extra)
+{
+    (void)c; (void)key; (void)val; (void)extra;
+    destroy_from(cache_list);
+    return MPI_SUCCESS;
+}
+
+static fr_comm_t cached_comm(MPI_Comm mc)
+{
+    if (comm_key == MPI_KEYVAL_INVALID) {
+        if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_delete, &comm_key, NULL) != MPI_SUCCESS ||
+            PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &self_key, NULL) != MPI_SUCCESS ||
+            PMPI_Comm_set_attr(MPI_COMM_SELF, self_key, NULL) != MPI_SUCCESS)
+            return NULL;
+    }
+    void *val;
+    int found = 0;
+    PMPI_Comm_get_attr(mc, comm_key, &val, &found);
+    if (found) return ((cached_t *)val)->comm;
+    cached_t *e = calloc(1, sizeof *e);
+    fr_status_t st = e ? FR_SUCCESS : FR_ERROR(FR_ERR_NO_MEMORY, "no memory for the communicator cache");
+    st = fr_agree(mc, st, "FR_* communicator cache");
+    if (st != FR_SUCCESS) { free(e); return NULL; }
+    if (fr_comm_create(mc, NULL, &e->comm) != FR_SUCCESS) {
+        FR_WARN(FR_SUB_INIT, "FR_* calls on this communicator go to MPI: %s", fr_last_error());
+        e->comm = NULL; /* remembered: not retried */
+    }
+    e->next = cache_list;
+    cache_list = e;
+    PMPI_Comm_set_attr(mc, comm_key, e);
+    return e->comm;
+}
+
+/* Whether FR_* can serve this communicator (intra, MPI usable). */
+static int usable(MPI_Comm comm)
+{
+    int inter = 1;
+    if (fr_mpi_ready() != FR_SUCCESS || comm == MPI_COMM_NULL) return 0;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) return 0;
+    return !inter;
+}
+
+static int to_mpi_error(fr_status_t st)
+{
+    switch (st) {
+    case FR_SUCCESS: return MPI_SUCCESS;
+    case FR_ERR_NULL_POINTER: return MPI_ERR_BUFFER;
+    case FR_ERR_COUNT: return MPI_ERR_COUNT;
+    case FR_ERR_ROOT: return MPI_ERR_ROOT;
+    case FR_ERR_UNSUPPORTED_OP: return MPI_ERR_OP;
+    case FR_ERR_BAD_COMM: return MPI_ERR_COMM;
+    case FR_ERR_INVALID_ARG: return MPI_ERR_ARG;
+    default: return MPI_ERR_OTHER;
+    }
+}
+
+int FR_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+{
+    int dt = fr_dtype_from_mpi(datatype);
+    int fop = op == MPI_SUM ? FR_SUM : op == MPI_PROD ? FR_PROD : op == MPI_MIN ? FR_MIN : op == MPI_MAX ? FR_MAX : -1;
+    fr_comm_t fc;
+    if (dt < 0 || fop < 0 || count < 0 || !usable(comm) || !(fc = cached_comm(comm)))
+        return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    const void *s = sendbuf == MPI_IN_PLACE ? FR_IN_PLACE : sendbuf;
+    return to_mpi_error(fr_allreduce(s, recvbuf, (size_t)count, (fr_dtype_t)dt, (fr_op_t)fop, fc));
+}
+
+int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
+{
+    int ni, na, nd, combiner, size = 0;
+    fr_comm_t fc;
+    if (count < 0 || !usable(comm) ||
+        PMPI_Type_get_envelope(datatype, &ni, &na, &nd, &combiner) != MPI_SUCCESS ||
+        combiner != MPI_COMBINER_NAMED || PMPI_Type_size(datatype, &size) != MPI_SUCCESS || size <= 0 ||
+        !(fc = cached_comm(comm)))
+        return PMPI_Bcast(buffer, count, datatype, root, comm);
+    /* A predefined type is contiguous: broadcast its bytes. */
+    return to_mpi_error(fr_bcast(buffer, (size_t)count * (size_t)size, FR_UINT8, root, fc));
+}

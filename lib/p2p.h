@@ -1,0 +1,37 @@
+/* Point-to-point transfers between the ranks of a communicator, over UCX ucp
+ * tag matching. Every tag carries the sender's rank, the communicator's call
+ * sequence number and a step chosen by the algorithm, so that messages of
+ * different calls and steps never match each other. */
+#ifndef FR_P2P_H
+#define FR_P2P_H
+
+#include <stddef.h>
+#include "comm.h"
+
+typedef struct fr_req {
+    void *ucx;      /* UCX request, or NULL when already complete */
+} fr_req_t;
+
+#define FR_REQ_INIT { NULL }
+
+/* Create the UCX worker and connect to every rank of comm (collective). */
+fr_status_t fr_ucx_create(struct fr_comm *comm);
+void fr_ucx_destroy(struct fr_comm *comm);
+
+/* Start a send / receive of @p len bytes to / from @p peer for step @p step
+ * (0 <= step < 65536) of the current call. The buffer must stay valid until
+ * fr_p2p_wait() returns for the request. */
+fr_status_t fr_p2p_isend(struct fr_comm *comm, int peer, unsigned step,
+                         const void *buf, size_t len, fr_req_t *req);
+fr_status_t fr_p2p_irecv(struct fr_comm *comm, int peer, unsigned step,
+                         void *buf, size_t len, fr_req_t *req);
+/* Wait for @p n requests (spinning, then yielding the core). */
+fr_status_t fr_p2p_wait(struct fr_comm *comm, fr_req_t *reqs, int n);
+
+/* Send to @p dst and receive from @p src at once (either may be -1 to skip). */
+fr_status_t fr_p2p_sendrecv(struct fr_comm *comm, int dst, const void *sbuf, size_t slen,
+                            int src, void *rbuf, size_t rlen, unsigned step);
+fr_status_t fr_p2p_send(struct fr_comm *comm, int dst, const void *buf, size_t len, unsigned step);
+fr_status_t fr_p2p_recv(struct fr_comm *comm, int src, void *buf, size_t len, unsigned step);
+
+#endif

@@ -1,0 +1,184 @@
+/* Selection and dispatch: the table is built on rank 0 and broadcast, so
+ * every rank chooses alike; fr_allreduce / fr_bcast validate, choose, run. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "comm.h"
+#include "settings.h"
+#include "log.h"
+#include "reduce.h"
+
+/* Rank 0: the rules of every source, strongest first. */
+static fr_status_t build_table(fr_table_t *t, const fr_config_t *cfg)
+{
+    const char *algo = cfg && cfg->algo ? cfg->algo : fr_env("FASTREDUCE_ALGO");
+    const char *tune = cfg && cfg->tune ? cfg->tune : fr_env("FASTREDUCE_TUNE");
+    const char *file = cfg && cfg->tune_file ? cfg->tune_file : fr_env("FASTREDUCE_TUNE_FILE");
+    if (algo) FR_CHECK(fr_table_parse_algo(t, algo, NULL, NULL, NULL));
+    if (tune) FR_CHECK(fr_table_parse(t, tune, "FASTREDUCE_TUNE", FR_SRC_TUNE, NULL, NULL, NULL));
+    if (file) {
+        fr_status_t st = fr_table_parse_file(t, file, NULL, NULL, NULL);
+        if (st == FR_ERR_NO_MEMORY) return st;
+        if (st != FR_SUCCESS)
+            FR_WARN(FR_SUB_TUNE, "FASTREDUCE_TUNE_FILE=%s not used: %s", file, fr_last_error());
+        else
+            FR_INFO(FR_SUB_TUNE, "tuning table %s loaded", file);
+    }
+    return fr_table_parse(t, fr_default_table, "default", FR_SRC_DEFAULT, NULL, NULL, NULL);
+}
+
+fr_status_t fr_select_load(struct fr_comm *c, const fr_config_t *cfg)
+{
+    fr_status_t st = FR_SUCCESS;
+    long n = 0;
+    if (c->rank == 0) {
+        st = build_table(&c->table, cfg);
+        n = st == FR_SUCCESS ? c->table.n : -1;
+    }
+    if (PMPI_Bcast(&n, 1, MPI_LONG, 0, c->mpi) != MPI_SUCCESS)
+        return FR_ERROR(FR_ERR_MPI, "broadcast of the tuning table failed");
+    if (n < 0) return st != FR_SUCCESS ? st : FR_ERROR(FR_ERR_NO_MEMORY, "rank 0 could not build the tuning table");
+    if (c->rank != 0) {
+        c->table.rules = calloc((size_t)n + 1, sizeof(fr_rule_t));
+        if (!c->table.rules) st = FR_ERROR(FR_ERR_NO_MEMORY, "no memory for the tuning table");
+        c->table.n = c->table.cap = (int)n;
+    }
+    FR_CHECK(fr_agree(c->mpi, st, "tuning table allocation"));
+    if (n > 0 && PMPI_Bcast(c->table.rules, (int)(n * (long)sizeof(fr_rule_t)), MPI_BYTE, 0, c->mpi) != MPI_SUCCESS)
+        return FR_ERROR(FR_ERR_MPI, "broadcast of the tuning table failed");
+    return FR_SUCCESS;
+}
+
+static int fallback_alg(fr_coll_t coll) { return fr_alg_lookup(coll, "mpi"); }
+
+/* Choose the algorithm for @p call: the first matching rule whose algorithm
+ * accepts the call, else the MPI library's own. Sets the rule's parameters
+ * on the call; *rule is the rule index or -1. */
+static const fr_alg_t *choose(struct fr_comm *c, fr_call_t *call, int *rule)
+{
+    int i = -1;
+    while ((i = fr_table_match(&c->table, i + 1, call->coll, call->mem, (uint64_t)c->nnodes,
+                               (uint64_t)c->ppn, call->bytes)) >= 0) {
+        const fr_rule_t *r = &c->table.rules[i];
+        const fr_alg_t *a = fr_algs[r->alg];
+        call->chunk = r->chunk;
+        call->fanout = r->fanout;
+        if (a->check(call, c) == FR_SUCCESS) { *rule = i; return a; }
+        if (r->src == FR_SRC_ALGO && c->rank == 0)
+            FR_WARN(FR_SUB_COLL, "FASTREDUCE_ALGO forces %s, which cannot serve this %s of %zu bytes; falling back",
+                    a->name, fr_coll_name(call->coll), call->bytes);
+    }
+    *rule = -1;
+    call->chunk = 0;
+    call->fanout = 0;
+    return fr_algs[fallback_alg(call->coll)];
+}
+
+static fr_status_t check_common(fr_comm_t comm, size_t count, fr_dtype_t dtype, size_t *bytes)
+{
+    FR_CHECK(fr_comm_check(comm));
+    if ((unsigned)dtype >= FR_DTYPE_COUNT) return FR_ERROR(FR_ERR_INVALID_ARG, "unknown datatype %d", (int)dtype);
+    size_t es = fr_dtype_size(dtype);
+    if (count > (size_t)PTRDIFF_MAX / es)
+        return FR_ERROR(FR_ERR_COUNT, "count %zu of %s overflows the address space", count, fr_dtype_name(dtype));
+    *bytes = count * es;
+    return FR_SUCCESS;
+}
+
+static fr_status_t prepare_allreduce(const void *sendbuf, void *recvbuf, size_t count, fr_dtype_t dtype,
+                                     fr_op_t op, fr_comm_t comm, fr_call_t *call)
+{
+    size_t bytes;
+    FR_CHECK(check_common(comm, count, dtype, &bytes));
+    if ((unsigned)op >= FR_OP_COUNT) return FR_ERROR(FR_ERR_INVALID_ARG, "unknown op %d", (int)op);
+    if (!fr_op_supported(dtype, op))
+        return FR_ERROR(FR_ERR_UNSUPPORTED_OP, "op %s is not defined for %s", fr_op_name(op), fr_dtype_name(dtype));
+    int inplace = sendbuf == FR_IN_PLACE || sendbuf == recvbuf;
+    if (count > 0) {
+        if (!recvbuf) return FR_ERROR(FR_ERR_NULL_POINTER, "fr_allreduce: recvbuf is NULL with count %zu", count);
+        if (!sendbuf) return FR_ERROR(FR_ERR_NULL_POINTER, "fr_allreduce: sendbuf is NULL with count %zu", count);
+        if (!inplace) {
+            uintptr_t s = (uintptr_t)sendbuf, r = (uintptr_t)recvbuf;
+            if (s < r + bytes && r < s + bytes)
+                return FR_ERROR(FR_ERR_INVALID_ARG, "fr_allreduce: sendbuf and recvbuf overlap but differ; "
+                                "use FR_IN_PLACE");
+        }
+    }
+    *call = (fr_call_t){.coll = FR_COLL_ALLREDUCE, .sendbuf = inplace ? recvbuf : sendbuf, .recvbuf = recvbuf,
+                        .count = count, .bytes = bytes, .dtype = dtype, .op = op, .mem = FR_MEM_HOST};
+    return FR_SUCCESS;
+}
+
+static fr_status_t prepare_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm,
+                                 fr_call_t *call)
+{
+    size_t bytes;
+    FR_CHECK(check_common(comm, count, dtype, &bytes));
+    if (root < 0 || root >= comm->size)
+        return FR_ERROR(FR_ERR_ROOT, "fr_bcast: root %d is not a rank of this %d-rank communicator", root, comm->size);
+    if (count > 0 && !buf) return FR_ERROR(FR_ERR_NULL_POINTER, "fr_bcast: buf is NULL with count %zu", count);
+    *call = (fr_call_t){.coll = FR_COLL_BCAST, .sendbuf = buf, .recvbuf = buf, .count = count, .bytes = bytes,
+                        .dtype = dtype, .op = FR_SUM, .root = root, .mem = FR_MEM_HOST};
+    return FR_SUCCESS;
+}
+
+static fr_status_t dispatch(fr_comm_t comm, fr_call_t *call)
+{
+    int rule;
+    const fr_alg_t *a = choose(comm, call, &rule);
+    comm->seq++;
+    if (comm->rank == 0 && FR_LOG_ON(FR_LOG_INFO, FR_SUB_COLL)) {
+        char why[160];
+        if (rule >= 0) {
+            const fr_rule_t *r = &comm->table.rules[rule];
+            snprintf(why, sizeof why, "%s rule at line %d", fr_rule_src_name(r->src), r->line);
+        } else {
+            snprintf(why, sizeof why, "no rule matched or every candidate declined");
+        }
+        FR_INFO(FR_SUB_COLL, "#%lu %s %zu bytes %s%s%s%s -> %s (%s)", (unsigned long)comm->seq,
+                fr_coll_name(call->coll), call->bytes, fr_dtype_name(call->dtype),
+                call->coll == FR_COLL_ALLREDUCE ? " " : "",
+                call->coll == FR_COLL_ALLREDUCE ? fr_op_name(call->op) : "",
+                call->coll == FR_COLL_BCAST ? " from root" : "", a->name, why);
+    }
+    fr_status_t st = a->run(call, comm);
+    if (st == FR_SUCCESS && call->coll == FR_COLL_ALLREDUCE)
+        fr_avg_finish(call->recvbuf, call->count, call->dtype, call->op, comm->size);
+    return st;
+}
+
+fr_status_t fr_allreduce(const void *sendbuf, void *recvbuf, size_t count, fr_dtype_t dtype, fr_op_t op,
+                         fr_comm_t comm)
+{
+    fr_call_t call;
+    FR_CHECK(prepare_allreduce(sendbuf, recvbuf, count, dtype, op, comm, &call));
+    return dispatch(comm, &call);
+}
+
+fr_status_t fr_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm)
+{
+    fr_call_t call;
+    FR_CHECK(prepare_bcast(buf, count, dtype, root, comm, &call));
+    return dispatch(comm, &call);
+}
+
+const char *fr_allreduce_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op)
+{
+    static char dummy;
+    fr_call_t call;
+    int rule;
+    if (prepare_allreduce(&dummy, &dummy + 1, 0, dtype, op, comm, &call) != FR_SUCCESS) return NULL;
+    call.count = count;
+    call.bytes = count * fr_dtype_size(dtype);
+    return choose(comm, &call, &rule)->name;
+}
+
+const char *fr_bcast_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root)
+{
+    fr_call_t call;
+    int rule;
+    if (prepare_bcast(NULL, 0, dtype, root, comm, &call) != FR_SUCCESS) return NULL;
+    call.count = count;
+    call.bytes = count * fr_dtype_size(dtype);
+    return choose(comm, &call, &rule)->name;
+}

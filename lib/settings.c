@@ -1,0 +1,79 @@
+/* The one table of FASTREDUCE_* settings. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "settings.h"
+#include "log.h"
+#include "tune.h"
+
+const fr_setting_t fr_settings[] = {
+    {"FASTREDUCE_ALGO", "", FR_SET_STRING,
+     "force an algorithm: NAME, or allreduce=NAME,bcast=NAME (strongest override)"},
+    {"FASTREDUCE_TUNE", "", FR_SET_STRING,
+     "inline tuning rules, ';'-separated, in the table format of docs/tuning.md"},
+    {"FASTREDUCE_TUNE_FILE", "", FR_SET_STRING, "a tuning table file (docs/tuning.md)"},
+    {"FASTREDUCE_DEBUG", "WARN", FR_SET_LEVEL, "log level: NONE, WARN, INFO (one line per call on rank 0), TRACE"},
+    {"FASTREDUCE_DEBUG_SUBSYS", "ALL", FR_SET_STRING,
+     "subsystems to log: INIT,TOPO,TUNE,COLL,UCX,NCCL,SHM,ALL; a leading ^ excludes"},
+    {"FASTREDUCE_DEBUG_FILE", "", FR_SET_STRING, "log to this file instead of stderr; %h is the host, %p the pid"},
+    {"FASTREDUCE_NODE_SIZE", "0", FR_SET_INT,
+     "fake nodes of this many consecutive ranks (testing multi-node shapes on one host); 0 = real nodes"},
+    {"FASTREDUCE_HOSTID", "", FR_SET_STRING,
+     "per-rank node name overriding the real host (like NCCL_HOSTID); ranks with equal values share a node"},
+    {"FASTREDUCE_SPIN", "2000", FR_SET_INT,
+     "polls of a waiting rank before it starts yielding its core (sched_yield)"},
+    {"FASTREDUCE_SHM_SIZE", "8M", FR_SET_SIZE, "bytes of shared-memory data area per rank of a node"},
+};
+const int fr_nsettings = sizeof fr_settings / sizeof fr_settings[0];
+
+static const fr_setting_t *find(const char *name)
+{
+    for (int i = 0; i < fr_nsettings; i++)
+        if (!strcmp(fr_settings[i].name, name)) return &fr_settings[i];
+    return NULL;
+}
+
+const char *fr_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+uint64_t fr_env_size(const char *name)
+{
+    const fr_setting_t *s = find(name);
+    uint64_t def = 0, v;
+    if (s) fr_parse_size(s->def, &def);
+    const char *txt = fr_env(name);
+    if (!txt) return def;
+    if (fr_parse_size(txt, &v) || v == FR_INF) {
+        FR_WARN(FR_SUB_INIT, "%s=%s is not a size (like 4096, 256K, 8M); using %s", name, txt, s ? s->def : "0");
+        return def;
+    }
+    return v;
+}
+
+long fr_env_int(const char *name)
+{
+    const fr_setting_t *s = find(name);
+    long def = s ? strtol(s->def, NULL, 10) : 0;
+    const char *txt = fr_env(name);
+    if (!txt) return def;
+    char *end;
+    errno = 0;
+    long v = strtol(txt, &end, 10);
+    if (errno || *end || v < 0 || v > 1000000000L) {
+        FR_WARN(FR_SUB_INIT, "%s=%s is not a non-negative integer; using %ld", name, txt, def);
+        return def;
+    }
+    return v;
+}
+
+void fr_settings_print(FILE *f)
+{
+    for (int i = 0; i < fr_nsettings; i++) {
+        const char *v = getenv(fr_settings[i].name);
+        fprintf(f, "  %-24s = %-12s (default %s)\n      %s\n", fr_settings[i].name,
+                v ? v : "(unset)", *fr_settings[i].def ? fr_settings[i].def : "none", fr_settings[i].doc);
+    }
+}

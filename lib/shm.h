@@ -1,0 +1,61 @@
+/* The node's shared-memory segment: created by local rank 0, mapped by the
+ * node's ranks, unlinked as soon as all have mapped it (so nothing stays in
+ * /dev/shm if a rank dies). It holds a control area of flags, one per rank
+ * and cache line, and data slots used by the shm algorithms. */
+#ifndef FR_SHM_H
+#define FR_SHM_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "comm.h"
+
+#define FR_CACHELINE 64
+
+typedef struct fr_shm_flag {
+    volatile uint64_t v;
+    char pad[FR_CACHELINE - sizeof(uint64_t)];
+} fr_shm_flag_t;
+
+/* Flags per rank, each a counter of rounds that only grows. */
+enum { FR_SHM_F_SMALL = 0, FR_SHM_F_ARRIVE, FR_SHM_F_REDUCED, FR_SHM_F_BREADY, FR_SHM_F_BACK,
+       FR_SHM_NFLAGS };
+#define FR_SHM_SMALL   16384          /* bytes per rank in each of the two small slots */
+#define FR_SHM_BCAST_NBUF 8           /* chunks in flight in the bcast ring */
+
+typedef struct fr_shm {
+    void          *base;
+    size_t         size;
+    int            lrank, lsize;
+    fr_shm_flag_t *flags;     /* [lsize * FR_SHM_NFLAGS] */
+    char          *small;     /* [2][lsize][FR_SHM_SMALL]: one-shot small allreduce */
+    char          *red;       /* [2][lsize][red_slot]: pipelined large allreduce */
+    size_t         red_slot;  /* bytes per rank per buffer */
+    char          *bc;        /* [FR_SHM_BCAST_NBUF][bc_slot]: bcast ring */
+    size_t         bc_slot;
+    uint64_t       round[FR_SHM_NFLAGS]; /* this rank's local copy of its flag counters */
+} fr_shm_t;
+
+/* Collective over comm->node_comm. Leaves comm->shm NULL (and succeeds)
+ * when the node has one rank. */
+fr_status_t fr_shm_create(struct fr_comm *comm);
+void fr_shm_destroy(struct fr_comm *comm);
+
+static inline volatile uint64_t *fr_shm_flag(fr_shm_t *s, int lrank, int which)
+{
+    return &s->flags[lrank * FR_SHM_NFLAGS + which].v;
+}
+
+/* Wait until flag @p which of every local rank is >= @p value (spin, then yield). */
+void fr_shm_wait_all(fr_shm_t *s, int which, uint64_t value, uint64_t spin);
+/* Wait until flag @p which of local rank @p lrank is >= @p value. */
+void fr_shm_wait_one(fr_shm_t *s, int lrank, int which, uint64_t value, uint64_t spin);
+/* Publish this rank's flag (a release store). */
+static inline void fr_shm_post(fr_shm_t *s, int which, uint64_t value)
+{
+    __atomic_store_n(fr_shm_flag(s, s->lrank, which), value, __ATOMIC_RELEASE);
+}
+
+/* The spin-then-yield step used by every waiting loop. */
+void fr_backoff(uint64_t *polls, uint64_t spin);
+
+#endif

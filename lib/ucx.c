@@ -1,0 +1,224 @@
+/* Point-to-point transfers over UCX ucp tag matching (see p2p.h). One UCP
+ * context per process, shared by the communicators; one worker and one
+ * endpoint per peer for each communicator. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucp/api/ucp.h>
+#include "p2p.h"
+#include "shm.h"
+#include "log.h"
+
+struct fr_ucx {
+    ucp_worker_h worker;
+    ucp_ep_h    *eps;    /* [size] */
+};
+
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static ucp_context_h ctx;
+static int ctx_refs;
+
+#define TAG_FULL_MASK UINT64_MAX
+
+static inline uint64_t make_tag(int sender, uint64_t seq, unsigned step)
+{
+    return ((uint64_t)(unsigned)sender << 40) | ((seq & 0xFFFFFFu) << 16) | (step & 0xFFFFu);
+}
+
+static fr_status_t ctx_get(void)
+{
+    fr_status_t st = FR_SUCCESS;
+    pthread_mutex_lock(&ctx_lock);
+    if (ctx_refs == 0) {
+        ucp_config_t *cfg;
+        ucs_status_t us = ucp_config_read(NULL, NULL, &cfg);
+        if (us == UCS_OK) {
+            ucp_params_t p;
+            memset(&p, 0, sizeof p);
+            p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+            p.features = UCP_FEATURE_TAG;
+            p.mt_workers_shared = 0;
+            us = ucp_init(&p, cfg, &ctx);
+            ucp_config_release(cfg);
+        }
+        if (us != UCS_OK)
+            st = FR_ERROR(FR_ERR_UCX, "ucp_init failed: %s", ucs_status_string(us));
+    }
+    if (st == FR_SUCCESS) ctx_refs++;
+    pthread_mutex_unlock(&ctx_lock);
+    return st;
+}
+
+static void ctx_put(void)
+{
+    pthread_mutex_lock(&ctx_lock);
+    if (ctx_refs > 0 && --ctx_refs == 0) {
+        ucp_cleanup(ctx);
+        ctx = NULL;
+    }
+    pthread_mutex_unlock(&ctx_lock);
+}
+
+fr_status_t fr_ucx_create(struct fr_comm *comm)
+{
+    fr_status_t st = ctx_get();
+    if (st != FR_SUCCESS) return fr_agree(comm->mpi, st, "UCX initialisation");
+    struct fr_ucx *u = calloc(1, sizeof *u);
+    int *lens = NULL, *displs = NULL;
+    char *all = NULL;
+    ucp_address_t *addr = NULL;
+    size_t addr_len = 0;
+    int have_addr = 0;
+    if (!u) { ctx_put(); st = FR_ERROR(FR_ERR_NO_MEMORY, "UCX: out of memory"); return fr_agree(comm->mpi, st, "UCX"); }
+    comm->ucx = u;
+
+    ucp_worker_params_t wp;
+    memset(&wp, 0, sizeof wp);
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    ucs_status_t us = ucp_worker_create(ctx, &wp, &u->worker);
+    if (us != UCS_OK) { u->worker = NULL; st = FR_ERROR(FR_ERR_UCX, "ucp_worker_create: %s", ucs_status_string(us)); goto fail_agree; }
+    us = ucp_worker_get_address(u->worker, &addr, &addr_len);
+    if (us != UCS_OK) { st = FR_ERROR(FR_ERR_UCX, "ucp_worker_get_address: %s", ucs_status_string(us)); goto fail_agree; }
+    have_addr = 1;
+    lens = malloc(sizeof(int) * (size_t)comm->size);
+    displs = malloc(sizeof(int) * (size_t)comm->size);
+    u->eps = calloc((size_t)comm->size, sizeof(ucp_ep_h));
+    if (!lens || !displs || !u->eps) st = FR_ERROR(FR_ERR_NO_MEMORY, "UCX: out of memory");
+fail_agree:
+    st = fr_agree(comm->mpi, st, "UCX worker creation");
+    if (st != FR_SUCCESS) goto fail;
+    int n = comm->size, mylen = (int)addr_len;
+    if (PMPI_Allgather(&mylen, 1, MPI_INT, lens, 1, MPI_INT, comm->mpi) != MPI_SUCCESS) {
+        st = FR_ERROR(FR_ERR_MPI, "UCX address exchange: MPI_Allgather failed");
+        goto fail;
+    }
+    size_t total = 0;
+    for (int r = 0; r < n; r++) { displs[r] = (int)total; total += (size_t)lens[r]; }
+    all = malloc(total ? total : 1);
+    if (!all) { st = FR_ERROR(FR_ERR_NO_MEMORY, "UCX: out of memory"); goto fail; }
+    if (PMPI_Allgatherv(addr, mylen, MPI_BYTE, all, lens, displs, MPI_BYTE, comm->mpi) != MPI_SUCCESS) {
+        st = FR_ERROR(FR_ERR_MPI, "UCX address exchange: MPI_Allgatherv failed");
+        goto fail;
+    }
+    for (int r = 0; r < n; r++) {
+        ucp_ep_params_t ep;
+        memset(&ep, 0, sizeof ep);
+        ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+        ep.address = (const ucp_address_t *)(all + displs[r]);
+        us = ucp_ep_create(u->worker, &ep, &u->eps[r]);
+        if (us != UCS_OK) {
+            st = FR_ERROR(FR_ERR_UCX, "ucp_ep_create to rank %d: %s", r, ucs_status_string(us));
+            break;
+        }
+    }
+    st = fr_agree(comm->mpi, st, "UCX endpoint creation");
+    if (st != FR_SUCCESS) goto fail;
+    ucp_worker_release_address(u->worker, addr);
+    free(lens); free(displs); free(all);
+    FR_INFO(FR_SUB_UCX, "UCX worker ready, %d endpoints", n);
+    return FR_SUCCESS;
+fail:
+    if (have_addr) ucp_worker_release_address(u->worker, addr);
+    free(lens); free(displs); free(all);
+    fr_ucx_destroy(comm);
+    return st;
+}
+
+void fr_ucx_destroy(struct fr_comm *comm)
+{
+    struct fr_ucx *u = comm->ucx;
+    if (!u) return;
+    if (u->eps) {
+        /* Every collective completed on every rank before destroy (the caller
+         * synchronises first), so a forced, local close loses nothing. */
+        for (int r = 0; r < comm->size; r++) {
+            if (!u->eps[r]) continue;
+            ucp_request_param_t p;
+            memset(&p, 0, sizeof p);
+            p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+            p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+            void *req = ucp_ep_close_nbx(u->eps[r], &p);
+            if (UCS_PTR_IS_PTR(req)) {
+                while (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_worker_progress(u->worker);
+                ucp_request_free(req);
+            }
+        }
+        free(u->eps);
+    }
+    if (u->worker) ucp_worker_destroy(u->worker);
+    free(u);
+    comm->ucx = NULL;
+    ctx_put();
+}
+
+static fr_status_t start(void *ret, const char *what, int peer, fr_req_t *req)
+{
+    if (UCS_PTR_IS_ERR(ret)) {
+        req->ucx = NULL;
+        return FR_ERROR(FR_ERR_UCX, "UCX %s with rank %d: %s", what, peer, ucs_status_string(UCS_PTR_STATUS(ret)));
+    }
+    req->ucx = ret; /* NULL when it completed at once */
+    return FR_SUCCESS;
+}
+
+fr_status_t fr_p2p_isend(struct fr_comm *comm, int peer, unsigned step, const void *buf, size_t len,
+                         fr_req_t *req)
+{
+    ucp_request_param_t p;
+    p.op_attr_mask = 0;
+    void *r = ucp_tag_send_nbx(comm->ucx->eps[peer], buf, len, make_tag(comm->rank, comm->seq, step), &p);
+    return start(r, "send", peer, req);
+}
+
+fr_status_t fr_p2p_irecv(struct fr_comm *comm, int peer, unsigned step, void *buf, size_t len,
+                         fr_req_t *req)
+{
+    ucp_request_param_t p;
+    p.op_attr_mask = 0;
+    void *r = ucp_tag_recv_nbx(comm->ucx->worker, buf, len, make_tag(peer, comm->seq, step), TAG_FULL_MASK, &p);
+    return start(r, "receive", peer, req);
+}
+
+fr_status_t fr_p2p_wait(struct fr_comm *comm, fr_req_t *reqs, int n)
+{
+    ucp_worker_h w = comm->ucx->worker;
+    fr_status_t st = FR_SUCCESS;
+    uint64_t polls = 0;
+    int pending;
+    do {
+        pending = 0;
+        for (int i = 0; i < n; i++) {
+            if (!reqs[i].ucx) continue;
+            ucs_status_t s = ucp_request_check_status(reqs[i].ucx);
+            if (s == UCS_INPROGRESS) { pending++; continue; }
+            if (s != UCS_OK && st == FR_SUCCESS)
+                st = FR_ERROR(FR_ERR_UCX, "UCX transfer failed: %s", ucs_status_string(s));
+            ucp_request_free(reqs[i].ucx);
+            reqs[i].ucx = NULL;
+        }
+        if (pending && !ucp_worker_progress(w)) fr_backoff(&polls, comm->spin);
+    } while (pending);
+    return st;
+}
+
+fr_status_t fr_p2p_sendrecv(struct fr_comm *comm, int dst, const void *sbuf, size_t slen,
+                            int src, void *rbuf, size_t rlen, unsigned step)
+{
+    fr_req_t r[2] = {FR_REQ_INIT, FR_REQ_INIT};
+    fr_status_t st = FR_SUCCESS;
+    if (src >= 0) st = fr_p2p_irecv(comm, src, step, rbuf, rlen, &r[0]);
+    if (st == FR_SUCCESS && dst >= 0) st = fr_p2p_isend(comm, dst, step, sbuf, slen, &r[1]);
+    fr_status_t st2 = fr_p2p_wait(comm, r, 2);
+    return st != FR_SUCCESS ? st : st2;
+}
+
+fr_status_t fr_p2p_send(struct fr_comm *comm, int dst, const void *buf, size_t len, unsigned step)
+{
+    return fr_p2p_sendrecv(comm, dst, buf, len, -1, NULL, 0, step);
+}
+
+fr_status_t fr_p2p_recv(struct fr_comm *comm, int src, void *buf, size_t len, unsigned step)
+{
+    return fr_p2p_sendrecv(comm, -1, NULL, 0, src, buf, len, step);
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The main job: install what is missing, build, and benchmark fr_allreduce and
+# fr_bcast on 2 local ranks over 4 B .. 64 MiB, beside MPI's own, showing the
+# algorithm chosen for each size. NP and MAX may be set in the environment.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+"$top/scripts/deps.sh"
+"$top/scripts/build.sh" openmpi
+. "$top/scripts/env.sh"
+np=${NP:-2}
+max=${MAX:-67108864}
+cd "$top/build-openmpi"
+echo
+mpirun -np "$np" benchmarks/fr_osu_allreduce -m 4:"$max" -i 200 -x 20 --vs-mpi
+echo
+mpirun -np "$np" benchmarks/fr_osu_bcast -m 4:"$max" -i 200 -x 20 --vs-mpi

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Every test: install what is missing, build with Open MPI and with MPICH, and
+# run `make check` in both. Ends with the line "N passed, M failed".
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+"$top/scripts/deps.sh" || exit 1
+. "$top/scripts/env.sh"
+passed=0; failed=0; status=0
+for mpi in openmpi mpich; do
+    echo "=== $mpi: build"
+    if ! "$top/scripts/build.sh" "$mpi"; then
+        echo "=== $mpi: BUILD FAILED"; failed=$((failed + 1)); status=1; continue
+    fi
+    echo "=== $mpi: make check"
+    log="$top/build-$mpi/check.out"
+    (cd "$top/build-$mpi" && make check -j1 2>&1) | tee "$log" | grep -E "^(PASS|FAIL|ERROR|XFAIL|SKIP|# )|passed, .* failed|Synthesis" || true
+    if ! grep -q "^# FAIL: *0" "$log" || ! grep -q "^# ERROR: *0" "$log"; then
+        status=1
+        for f in $(cd "$top/build-$mpi/tests" && ls unit/*.log mpi/*.log 2>/dev/null); do
+            grep -q "^FAIL\|^ERROR" "$top/build-$mpi/tests/${f%.log}.trs" 2>/dev/null && { echo "--- $f"; tail -40 "$top/build-$mpi/tests/$f"; }
+        done
+    fi
+    # Sum the checks each suite counted: Criterion's synthesis and our plain lines.
+    while read -r p f; do passed=$((passed + p)); failed=$((failed + f)); done < <(
+        cat "$top/build-$mpi"/tests/unit/*.log 2>/dev/null | sed -n 's/.*Tested: *[0-9]* *| *Passing: *\([0-9]*\) *| *Failing: *\([0-9]*\) *| *Crashing: *\([0-9]*\).*/\1 \2 \3/p' | awk '{print $1, $2+$3}'
+        tail -n 1 "$top/build-$mpi"/tests/mpi/run_mpi.sh.log 2>/dev/null | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p')
+done
+[ $status -ne 0 ] && [ $failed -eq 0 ] && failed=1
+echo "$passed passed, $failed failed"
+exit $status

@@ -1,0 +1,106 @@
+/* Node grouping: real nodes from MPI_Comm_split_type, or faked ones
+ * (FASTREDUCE_NODE_SIZE consecutive ranks, or per-rank FASTREDUCE_HOSTID). */
+#include <stdlib.h>
+#include <string.h>
+#include "topology.h"
+#include "settings.h"
+#include "log.h"
+
+#define HOSTID_LEN 64
+
+/* leader[r] is the lowest rank sharing rank r's node; fill the rest. */
+static fr_status_t fill_from_leaders(MPI_Comm comm, const int *leader, int size, int rank,
+                                     fr_nodeinfo_t *out)
+{
+    out->rank_node = malloc(sizeof(int) * (size_t)size);
+    out->rank_local = malloc(sizeof(int) * (size_t)size);
+    int *count = calloc((size_t)size, sizeof(int));
+    int *index = malloc(sizeof(int) * (size_t)size);
+    if (!out->rank_node || !out->rank_local || !count || !index) {
+        free(count); free(index);
+        return FR_ERROR(FR_ERR_NO_MEMORY, "node grouping: out of memory for %d ranks", size);
+    }
+    int nnodes = 0;
+    for (int r = 0; r < size; r++) {
+        if (leader[r] == r) index[r] = nnodes++;
+        int l = leader[r];
+        out->rank_node[r] = index[l];
+        out->rank_local[r] = count[l]++;
+    }
+    int ppn = 0;
+    for (int r = 0; r < size; r++) if (count[r] > ppn) ppn = count[r];
+    out->nnodes = nnodes;
+    out->node = out->rank_node[rank];
+    out->local_rank = out->rank_local[rank];
+    out->local_size = count[leader[rank]];
+    out->ppn = ppn;
+    free(count);
+    free(index);
+    if (PMPI_Comm_split(comm, out->node, rank, &out->node_comm) != MPI_SUCCESS)
+        return FR_ERROR(FR_ERR_MPI, "node grouping: MPI_Comm_split failed");
+    return FR_SUCCESS;
+}
+
+fr_status_t fr_node_group(MPI_Comm comm, int node_size, fr_nodeinfo_t *out)
+{
+    int rank, size, rc = MPI_SUCCESS;
+    memset(out, 0, sizeof *out);
+    out->node_comm = MPI_COMM_NULL;
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Comm_size(comm, &size);
+    int *leader = malloc(sizeof(int) * (size_t)size);
+    if (!leader) return FR_ERROR(FR_ERR_NO_MEMORY, "node grouping: out of memory");
+
+    /* Does any rank name its node with FASTREDUCE_HOSTID? */
+    const char *hostid = node_size > 0 ? NULL : fr_env("FASTREDUCE_HOSTID");
+    int any_hostid = hostid != NULL, any = 0;
+    rc |= PMPI_Allreduce(&any_hostid, &any, 1, MPI_INT, MPI_MAX, comm);
+
+    if (node_size > 0) {
+        for (int r = 0; r < size; r++) leader[r] = r - r % node_size;
+    } else if (any) {
+        char mine[HOSTID_LEN] = {0};
+        if (hostid) {
+            strncpy(mine, hostid, HOSTID_LEN - 1);
+        } else {
+            int len;
+            PMPI_Get_processor_name(mine, &len);
+            mine[HOSTID_LEN - 1] = '\0';
+        }
+        char *all = malloc((size_t)size * HOSTID_LEN);
+        if (!all) { free(leader); return FR_ERROR(FR_ERR_NO_MEMORY, "node grouping: out of memory"); }
+        rc |= PMPI_Allgather(mine, HOSTID_LEN, MPI_CHAR, all, HOSTID_LEN, MPI_CHAR, comm);
+        for (int r = 0; r < size; r++) {
+            leader[r] = r;
+            for (int q = 0; q < r; q++)
+                if (!strncmp(all + (size_t)q * HOSTID_LEN, all + (size_t)r * HOSTID_LEN, HOSTID_LEN)) {
+                    leader[r] = q;
+                    break;
+                }
+        }
+        free(all);
+    } else {
+        MPI_Comm shared;
+        int lead;
+        rc |= PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared);
+        if (rc == MPI_SUCCESS) {
+            rc |= PMPI_Allreduce(&rank, &lead, 1, MPI_INT, MPI_MIN, shared);
+            PMPI_Comm_free(&shared);
+            rc |= PMPI_Allgather(&lead, 1, MPI_INT, leader, 1, MPI_INT, comm);
+        }
+    }
+    fr_status_t st = rc == MPI_SUCCESS ? fill_from_leaders(comm, leader, size, rank, out)
+                                       : FR_ERROR(FR_ERR_MPI, "node grouping: an MPI call failed");
+    free(leader);
+    if (st != FR_SUCCESS) fr_node_free(out);
+    return st;
+}
+
+void fr_node_free(fr_nodeinfo_t *info)
+{
+    free(info->rank_node);
+    free(info->rank_local);
+    info->rank_node = info->rank_local = NULL;
+    if (info->node_comm != MPI_COMM_NULL) PMPI_Comm_free(&info->node_comm);
+    info->node_comm = MPI_COMM_NULL;
+}
