@@ -35,8 +35,10 @@ typedef void (*fr_diag_fn)(void *arg, const char *source, int line, const char *
 
 /* Parse rules from @p text (lines separated by '\n' or ';') and append them.
  * @p source names the text in messages ("FASTREDUCE_TUNE", a file path).
- * Malformed lines are reported through @p diag and skipped. Returns the
- * number of lines skipped in *nbad (if not NULL). FR_ERR_NO_MEMORY only. */
+ * Malformed lines are reported through @p diag and skipped. *nbad (if not
+ * NULL) receives the number of diagnostics reported (for files this also
+ * counts a missing header, a rejected version, an unreadable file).
+ * FR_ERR_NO_MEMORY only. */
 fr_status_t fr_table_parse(fr_table_t *t, const char *text, const char *source, int src,
                            fr_diag_fn diag, void *arg, int *nbad);
 /* Same for a file; an unreadable file gives FR_ERR_CONFIG. */

@@ -1,0 +1,837 @@
+/* The selection table: parsing, matching and printing of tuning rules.
+ * The format is specified in docs/tuning.md; this file is its only parser. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "tune.h"
+#include "comm.h"
+#include "log.h"
+
+#define FR_MEM_ALL ((unsigned)(FR_MEM_HOST | FR_MEM_CUDA))
+#define FR_FANOUT_MIN 2
+#define FR_FANOUT_MAX 64
+#define FR_QUOTE_MAX 48     /* bytes of offending text quoted in a message */
+#define FR_MSG_MAX 1024
+
+static const char *const coll_names[FR_COLL_COUNT] = { "allreduce", "bcast" };
+static const char *const src_names[FR_SRC_COUNT] = {
+    "FASTREDUCE_ALGO", "FASTREDUCE_TUNE", "FASTREDUCE_TUNE_FILE", "default"
+};
+
+/* ---- diagnostics -------------------------------------------------------- */
+
+typedef struct parse_ctx {
+    fr_table_t *t;
+    const char *source;
+    int         src;
+    fr_diag_fn  diag;
+    void       *arg;
+    int         nbad;
+} parse_ctx_t;
+
+static void default_diag(void *arg, const char *source, int line, const char *msg)
+{
+    (void)arg;
+    FR_WARN(FR_SUB_TUNE, "%s:%d: %s", source, line, msg);
+}
+
+static void report(parse_ctx_t *c, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void report(parse_ctx_t *c, int line, const char *fmt, ...)
+{
+    char msg[FR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    (c->diag ? c->diag : default_diag)(c->arg, c->source, line, msg);
+    c->nbad++;
+}
+
+/* Copy up to FR_QUOTE_MAX bytes of @p s into @p buf for a message, escaping
+ * control and non-ASCII bytes as \xNN and marking truncation with "...". */
+static const char *quote(char *buf, size_t size, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0, i;
+    for (i = 0; s[i] && i < FR_QUOTE_MAX; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (o + 5 >= size)
+            break;
+        if (ch < 0x20 || ch >= 0x7f || ch == '\\') {
+            buf[o++] = '\\'; buf[o++] = 'x';
+            buf[o++] = hex[ch >> 4]; buf[o++] = hex[ch & 15];
+        } else {
+            buf[o++] = (char)ch;
+        }
+    }
+    if (s[i] && o + 4 < size) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+#define Q(s) quote((char[FR_QUOTE_MAX * 4 + 8]){0}, FR_QUOTE_MAX * 4 + 8, (s))
+
+/* "a, b, c": the names of the algorithms of @p coll. */
+static const char *alg_list(char *buf, size_t size, int coll)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < fr_nalgs; i++) {
+        if (!fr_algs[i] || !fr_algs[i]->name || (int)fr_algs[i]->coll != coll)
+            continue;
+        int n = snprintf(buf + o, size - o, "%s%s", o ? ", " : "", fr_algs[i]->name);
+        if (n < 0 || (size_t)n >= size - o)
+            break;
+        o += (size_t)n;
+    }
+    if (o == 0)
+        snprintf(buf, size, "none");
+    return buf;
+}
+
+/* ---- numbers and sizes -------------------------------------------------- */
+
+enum { NUM_OK = 0, NUM_EMPTY, NUM_SYNTAX, NUM_OVERFLOW, NUM_TRAILING };
+
+static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+
+/* Digits into *v; *end is the first non-digit. */
+static int parse_digits(const char *s, uint64_t *v, const char **end)
+{
+    uint64_t x = 0;
+    int overflow = 0;
+    if (!is_digit(*s))
+        return NUM_SYNTAX;
+    for (; is_digit(*s); s++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (x > (UINT64_MAX - d) / 10)
+            overflow = 1;
+        else
+            x = x * 10 + d;
+    }
+    *end = s;
+    *v = x;
+    return overflow ? NUM_OVERFLOW : NUM_OK;
+}
+
+/* A number: digits, then (sizes only) an optional K/M/G/T/P/E suffix
+ * (powers of 1024) and an optional B or iB, case-insensitive; or "inf".
+ * On NUM_TRAILING, *trail points at the text after the number. */
+static int num_parse(const char *s, int is_size, uint64_t *out, const char **trail)
+{
+    static const char suffixes[] = "kmgtpe";
+    uint64_t v;
+    const char *p, *sx;
+    unsigned shift = 0;
+    int st;
+    *trail = "";
+    if (!*s)
+        return NUM_EMPTY;
+    if (strcasecmp(s, "inf") == 0) {
+        *out = FR_INF;
+        return NUM_OK;
+    }
+    if ((st = parse_digits(s, &v, &p)) != NUM_OK)
+        return st;
+    if (is_size) {
+        if (*p && (sx = strchr(suffixes, *p | 0x20)) != NULL) {
+            shift = 10u * (unsigned)(sx - suffixes + 1);
+            p++;
+            if ((p[0] | 0x20) == 'i' && (p[1] | 0x20) == 'b')
+                p++;
+        }
+        if ((*p | 0x20) == 'b')
+            p++;
+    }
+    if (*p) {
+        *trail = p;
+        return NUM_TRAILING;
+    }
+    if (shift && v > (UINT64_MAX >> shift))
+        return NUM_OVERFLOW;
+    *out = v << shift;
+    return NUM_OK;
+}
+
+int fr_parse_size(const char *s, uint64_t *out)
+{
+    uint64_t v;
+    const char *trail;
+    if (!s || !out)
+        return NUM_SYNTAX;
+    int st = num_parse(s, 1, &v, &trail);
+    if (st == NUM_OK)
+        *out = v;
+    return st;
+}
+
+/* Explain a number error in @p msg; @p what names the field. */
+static void num_error(char *msg, size_t size, const char *what, const char *num, int st,
+                      const char *trail, int is_size, const char *range)
+{
+    char where[FR_QUOTE_MAX * 4 + 32] = "";
+    if (range)
+        snprintf(where, sizeof where, " in range '%s'", Q(range));
+    switch (st) {
+    case NUM_EMPTY:
+        snprintf(msg, size, "%s: empty number%s", what, where);
+        break;
+    case NUM_OVERFLOW:
+        snprintf(msg, size, "%s: number overflow: '%s'%s does not fit in 64 bits", what, Q(num), where);
+        break;
+    case NUM_TRAILING:
+        snprintf(msg, size, "%s: trailing garbage '%s' after the number in '%s'%s%s", what,
+                 Q(trail), Q(num), where, is_size ? " (sizes take a K, M, G, T, P or E suffix,"
+                 " optionally followed by B or iB)" : " (counts are plain integers)");
+        break;
+    default:
+        snprintf(msg, size, "%s: '%s'%s is not a number%s", what, Q(num), where,
+                 is_size ? " (expected digits with an optional K/M/G suffix, or inf)" : " (expected digits or inf)");
+        break;
+    }
+}
+
+/* A range field: "*", N, A-B, A-inf. 0 on success, else a message. */
+static int range_parse(const char *field, const char *what, int is_size, fr_range_t *r,
+                       char *msg, size_t size)
+{
+    const char *trail;
+    int st;
+    if (strcmp(field, "*") == 0) {
+        r->lo = 0;
+        r->hi = FR_INF;
+        return 0;
+    }
+    const char *dash = strchr(field, '-');
+    if (!dash) {
+        if ((st = num_parse(field, is_size, &r->lo, &trail)) != NUM_OK) {
+            num_error(msg, size, what, field, st, trail, is_size, NULL);
+            return -1;
+        }
+        r->hi = r->lo;
+        return 0;
+    }
+    if (dash == field || !dash[1] || strchr(dash + 1, '-')) {
+        snprintf(msg, size, "%s: bad range syntax '%s' (expected N, A-B, A-inf or *)", what, Q(field));
+        return -1;
+    }
+    size_t n = (size_t)(dash - field);
+    char *lo = malloc(n + 1);
+    if (!lo) {
+        snprintf(msg, size, "%s: out of memory", what);
+        return -1;
+    }
+    memcpy(lo, field, n);
+    lo[n] = '\0';
+    st = num_parse(lo, is_size, &r->lo, &trail);
+    if (st != NUM_OK)
+        num_error(msg, size, what, lo, st, trail, is_size, field);
+    free(lo);
+    if (st != NUM_OK)
+        return -1;
+    if ((st = num_parse(dash + 1, is_size, &r->hi, &trail)) != NUM_OK) {
+        num_error(msg, size, what, dash + 1, st, trail, is_size, field);
+        return -1;
+    }
+    if (r->lo > r->hi) {
+        snprintf(msg, size, "%s: empty range '%s': lo > hi", what, Q(field));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+static fr_status_t table_push(fr_table_t *t, const fr_rule_t *r)
+{
+    if (t->n == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 16;
+        if (cap <= t->cap)
+            return FR_ERR_NO_MEMORY;
+        fr_rule_t *nr = realloc(t->rules, (size_t)cap * sizeof *nr);
+        if (!nr)
+            return FR_ERR_NO_MEMORY;
+        t->rules = nr;
+        t->cap = cap;
+    }
+    t->rules[t->n++] = *r;
+    return FR_SUCCESS;
+}
+
+void fr_table_free(fr_table_t *t)
+{
+    if (!t)
+        return;
+    free(t->rules);
+    t->rules = NULL;
+    t->n = t->cap = 0;
+}
+
+static int in_range(const fr_range_t *r, uint64_t v) { return v >= r->lo && v <= r->hi; }
+
+int fr_table_match(const fr_table_t *t, int start, int coll, unsigned mem,
+                   uint64_t nodes, uint64_t ppn, uint64_t bytes)
+{
+    if (!t || !t->rules)
+        return -1;
+    for (int i = start < 0 ? 0 : start; i < t->n; i++) {
+        const fr_rule_t *r = &t->rules[i];
+        if (r->coll == coll && (r->mem & mem) && in_range(&r->nodes, nodes) &&
+            in_range(&r->ppn, ppn) && in_range(&r->bytes, bytes))
+            return i;
+    }
+    return -1;
+}
+
+/* ---- one rule ----------------------------------------------------------- */
+
+static int is_space(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f';
+}
+
+static int find_coll(const char *name)
+{
+    for (int i = 0; i < FR_COLL_COUNT; i++)
+        if (strcmp(name, coll_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static int parse_alg_name(int coll, const char *name, char *msg, size_t size)
+{
+    char list[512];
+    int alg = fr_alg_lookup(coll, name);
+    if (alg >= 0 && alg < fr_nalgs)
+        return alg;
+    int other = fr_alg_lookup(-1, name);
+    if (other >= 0 && other < fr_nalgs && fr_algs[other] && (int)fr_algs[other]->coll != coll &&
+        (int)fr_algs[other]->coll >= 0 && (int)fr_algs[other]->coll < FR_COLL_COUNT)
+        snprintf(msg, size, "algorithm '%s' is for %s, not %s (valid for %s: %s)", Q(name),
+                 coll_names[fr_algs[other]->coll], coll_names[coll], coll_names[coll],
+                 alg_list(list, sizeof list, coll));
+    else
+        snprintf(msg, size, "unknown algorithm '%s' for %s (valid: %s)", Q(name), coll_names[coll],
+                 alg_list(list, sizeof list, coll));
+    return -1;
+}
+
+/* key=value parameters after the six fields. */
+static int parse_param(fr_rule_t *r, char *field, char *msg, size_t size)
+{
+    char *eq = strchr(field, '=');
+    if (!eq) {
+        snprintf(msg, size, "wrong number of fields: extra field '%s' is not a key=value parameter"
+                 " (a rule has 6 fields: collective memory nodes ppn bytes algorithm)", Q(field));
+        return -1;
+    }
+    *eq = '\0';
+    const char *key = field, *val = eq + 1, *trail;
+    if (strcmp(key, "chunk") == 0) {
+        uint64_t v;
+        int st = num_parse(val, 1, &v, &trail);
+        if (r->chunk) {
+            snprintf(msg, size, "bad parameter: chunk given twice");
+            return -1;
+        }
+        if (st != NUM_OK) {
+            num_error(msg, size, "bad parameter chunk", val, st, trail, 1, NULL);
+            return -1;
+        }
+        if (v == 0 || v == FR_INF) {
+            snprintf(msg, size, "bad parameter chunk='%s': must be a finite size > 0", Q(val));
+            return -1;
+        }
+        r->chunk = v;
+    } else if (strcmp(key, "fanout") == 0) {
+        uint64_t v;
+        int st = num_parse(val, 0, &v, &trail);
+        if (r->fanout) {
+            snprintf(msg, size, "bad parameter: fanout given twice");
+            return -1;
+        }
+        if (st != NUM_OK || v < FR_FANOUT_MIN || v > FR_FANOUT_MAX) {
+            snprintf(msg, size, "bad parameter fanout='%s': must be an integer %d..%d", Q(val),
+                     FR_FANOUT_MIN, FR_FANOUT_MAX);
+            return -1;
+        }
+        r->fanout = (int)v;
+    } else {
+        snprintf(msg, size, "bad parameter: unknown key '%s' in '%s=%s' (expected chunk or fanout)",
+                 Q(key), Q(key), Q(val));
+        return -1;
+    }
+    return 0;
+}
+
+/* The next blank-separated word of *p, NUL-terminated in place, or NULL. */
+static char *next_word(char **p)
+{
+    char *s = *p, *w;
+    while (is_space(*s))
+        s++;
+    if (!*s)
+        return NULL;
+    for (w = s; *s && !is_space(*s); s++)
+        ;
+    if (*s)
+        *s++ = '\0';
+    *p = s;
+    return w;
+}
+
+/* Parse one rule from the NUL-terminated, comment-free, writable @p s.
+ * Returns 1 for a rule (in *r), 0 for a blank rule, -1 with a message. */
+static int parse_rule(char *s, fr_rule_t *r, char *msg, size_t size)
+{
+    enum { NFIELDS = 6 };
+    char *f[NFIELDS];
+    int nf = 0;
+    char *p = s;
+
+    memset(r, 0, sizeof *r);
+    /* Split the positional fields, leaving the rest for the parameters. */
+    while (nf < NFIELDS && (f[nf] = next_word(&p)) != NULL)
+        nf++;
+    if (nf == 0)
+        return 0;
+    if (nf < NFIELDS) {
+        snprintf(msg, size, "wrong number of fields: got %d, expected 6 (collective memory nodes ppn"
+                 " bytes algorithm) and optional key=value parameters", nf);
+        return -1;
+    }
+    if ((r->coll = find_coll(f[0])) < 0) {
+        snprintf(msg, size, "unknown collective '%s' (expected allreduce or bcast)", Q(f[0]));
+        return -1;
+    }
+    if (strcmp(f[1], "host") == 0)
+        r->mem = FR_MEM_HOST;
+    else if (strcmp(f[1], "cuda") == 0)
+        r->mem = FR_MEM_CUDA;
+    else if (strcmp(f[1], "*") == 0)
+        r->mem = FR_MEM_ALL;
+    else {
+        snprintf(msg, size, "unknown memory '%s' (expected host, cuda or *)", Q(f[1]));
+        return -1;
+    }
+    if (range_parse(f[2], "nodes", 0, &r->nodes, msg, size) ||
+        range_parse(f[3], "ppn", 0, &r->ppn, msg, size) ||
+        range_parse(f[4], "bytes", 1, &r->bytes, msg, size))
+        return -1;
+    if ((r->alg = parse_alg_name(r->coll, f[5], msg, size)) < 0)
+        return -1;
+    for (char *field; (field = next_word(&p)) != NULL;)
+        if (parse_param(r, field, msg, size))
+            return -1;
+    return 1;
+}
+
+/* Parse the rule text [s, s+len) numbered @p line: append or report. */
+static fr_status_t parse_segment(parse_ctx_t *c, const char *s, size_t len, int line)
+{
+    char msg[FR_MSG_MAX];
+    fr_rule_t r;
+    if (memchr(s, '\0', len)) {
+        report(c, line, "line contains a NUL byte");
+        return FR_SUCCESS;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return FR_ERR_NO_MEMORY;
+    memcpy(copy, s, len);
+    copy[len] = '\0';
+    int st = parse_rule(copy, &r, msg, sizeof msg);
+    free(copy);
+    if (st < 0) {
+        report(c, line, "%s", msg);
+        return FR_SUCCESS;
+    }
+    if (st == 0)
+        return FR_SUCCESS;
+    r.src = c->src;
+    r.line = line;
+    return table_push(c->t, &r);
+}
+
+/* Split [text, text+len) into rules at '\n' and ';'; '#' starts a comment
+ * that runs to the end of the line. Rules are numbered by line
+ * (@p by_line) or by their ordinal in the text. */
+static fr_status_t parse_text(parse_ctx_t *c, const char *text, size_t len, int by_line)
+{
+    int line = 1, ordinal = 1;
+    size_t i = 0;
+    while (i <= len) {
+        size_t start = i;
+        while (i < len && text[i] != '\n' && text[i] != ';' && text[i] != '#')
+            i++;
+        fr_status_t st = parse_segment(c, text + start, i - start, by_line ? line : ordinal);
+        if (st != FR_SUCCESS)
+            return st;
+        if (i < len && text[i] == '#') {
+            const char *nl = memchr(text + i, '\n', len - i);
+            i = nl ? (size_t)(nl - text) : len;
+        }
+        if (i >= len)
+            break;
+        if (text[i] == '\n')
+            line++;
+        ordinal++;
+        i++;
+    }
+    return FR_SUCCESS;
+}
+
+fr_status_t fr_table_parse(fr_table_t *t, const char *text, const char *source, int src,
+                           fr_diag_fn diag, void *arg, int *nbad)
+{
+    parse_ctx_t c = { t, source ? source : "(string)", src, diag, arg, 0 };
+    if (nbad)
+        *nbad = 0;
+    if (!t)
+        return FR_ERROR(FR_ERR_NULL_POINTER, "fr_table_parse: NULL table");
+    if (!text)
+        return FR_SUCCESS;
+    int n0 = t->n;
+    fr_status_t st = parse_text(&c, text, strlen(text), 0);
+    if (st != FR_SUCCESS) {
+        t->n = n0;
+        st = FR_ERROR(st, "%s: no memory for the tuning table", c.source);
+    }
+    if (nbad)
+        *nbad = c.nbad;
+    return st;
+}
+
+/* ---- files -------------------------------------------------------------- */
+
+/* The whole file in a malloc'd buffer (*len bytes, NUL-terminated). On
+ * FR_ERR_CONFIG, *err is the errno of the failure. */
+static fr_status_t read_file(const char *path, char **out, size_t *len, int *err)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL, *nb;
+    size_t n = 0, cap = 0, got;
+    fr_status_t st = FR_SUCCESS;
+    if (!f) {
+        *err = errno;
+        return FR_ERR_CONFIG;
+    }
+    do {
+        if (cap - n < 4096) {
+            size_t ncap = cap ? cap * 2 : 8192;
+            if (ncap < cap || !(nb = realloc(buf, ncap + 1))) {
+                st = FR_ERR_NO_MEMORY;
+                break;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        n += got = fread(buf + n, 1, cap - n, f);
+    } while (got > 0);
+    if (st == FR_SUCCESS && ferror(f)) {
+        *err = errno ? errno : EIO;
+        st = FR_ERR_CONFIG;
+    }
+    fclose(f);
+    if (st != FR_SUCCESS) {
+        free(buf);
+        return st;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return FR_SUCCESS;
+}
+
+/* If [s, s+len) is a header line "# fastreduce tuning table vN", return 1
+ * and point *ver at N (with *vlen bytes); else 0. */
+static int header_line(const char *s, size_t len, const char **ver, size_t *vlen)
+{
+    static const char words[] = "fastreduce tuning table v";
+    const char *e = s + len;
+    while (s < e && is_space(*s))
+        s++;
+    if (s == e || *s != '#')
+        return 0;
+    s++;
+    while (s < e && is_space(*s))
+        s++;
+    /* The words, with any run of blanks between them. */
+    for (const char *w = words; *w; w++) {
+        if (*w == ' ') {
+            if (s == e || !is_space(*s))
+                return 0;
+            while (s < e && is_space(*s))
+                s++;
+            continue;
+        }
+        if (s == e || (*s | 0x20) != *w)
+            return 0;
+        s++;
+    }
+    /* The version is the word after "v"; text after it is ignored. */
+    *ver = s;
+    while (s < e && !is_space(*s))
+        s++;
+    *vlen = (size_t)(s - *ver);
+    return 1;
+}
+
+fr_status_t fr_table_parse_file(fr_table_t *t, const char *path, fr_diag_fn diag, void *arg, int *nbad)
+{
+    parse_ctx_t c = { t, path ? path : "(null)", FR_SRC_FILE, diag, arg, 0 };
+    char *buf = NULL;
+    size_t len = 0, i = 0;
+    int err, line = 1, have_header = 0;
+    fr_status_t st;
+
+    if (nbad)
+        *nbad = 0;
+    if (!t || !path)
+        return FR_ERROR(FR_ERR_NULL_POINTER, "fr_table_parse_file: NULL %s", t ? "path" : "table");
+    errno = 0;
+    st = read_file(path, &buf, &len, &err);
+    if (st == FR_ERR_CONFIG) {
+        report(&c, 0, "cannot read tuning table: %s", strerror(err));
+        st = FR_ERROR(FR_ERR_CONFIG, "%s: cannot read tuning table: %s", path, strerror(err));
+        goto out;
+    }
+    if (st != FR_SUCCESS) {
+        st = FR_ERROR(st, "%s: no memory to read the tuning table", path);
+        goto out;
+    }
+
+    /* Find the header (any line of that form) and check its version. */
+    while (i < len) {
+        const char *nl = memchr(buf + i, '\n', len - i);
+        size_t end = nl ? (size_t)(nl - buf) : len;
+        const char *ver;
+        size_t vlen;
+        if (header_line(buf + i, end - i, &ver, &vlen)) {
+            if (!(vlen == 1 && ver[0] == '1')) {
+                char *v = strndup(ver, vlen);
+                report(&c, line, "unsupported tuning table format version '%s' (this library reads"
+                       " v1); the whole file is ignored", v ? Q(v) : "?");
+                st = FR_ERROR(FR_ERR_CONFIG, "%s:%d: unsupported tuning table format version '%s'",
+                              path, line, v ? Q(v) : "?");
+                free(v);
+                goto out;
+            }
+            have_header = 1;
+        }
+        i = end + 1;
+        line++;
+    }
+    if (!have_header)
+        report(&c, 1, "missing header '# fastreduce tuning table v1'; reading the rules as v1");
+    int n0 = t->n;
+    st = parse_text(&c, buf, len, 1);
+    if (st != FR_SUCCESS) {
+        t->n = n0;
+        st = FR_ERROR(st, "%s: no memory for the tuning table", path);
+    }
+out:
+    free(buf);
+    if (nbad)
+        *nbad = c.nbad;
+    return st;
+}
+
+/* ---- FASTREDUCE_ALGO ------------------------------------------------------ */
+
+static fr_status_t algo_rule(parse_ctx_t *c, int coll, int alg, int item)
+{
+    fr_rule_t r;
+    memset(&r, 0, sizeof r);
+    r.coll = coll;
+    r.mem = FR_MEM_ALL;
+    r.nodes.hi = r.ppn.hi = r.bytes.hi = FR_INF;
+    r.alg = alg;
+    r.src = FR_SRC_ALGO;
+    r.line = item;
+    return table_push(c->t, &r);
+}
+
+/* Trim blanks from both ends of s in place. */
+static char *trim(char *s)
+{
+    while (is_space(*s))
+        s++;
+    size_t n = strlen(s);
+    while (n && is_space(s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+fr_status_t fr_table_parse_algo(fr_table_t *t, const char *spec, fr_diag_fn diag, void *arg, int *nbad)
+{
+    parse_ctx_t c = { t, "FASTREDUCE_ALGO", FR_SRC_ALGO, diag, arg, 0 };
+    char msg[FR_MSG_MAX], l1[512], l2[512];
+    fr_status_t st = FR_SUCCESS;
+
+    if (nbad)
+        *nbad = 0;
+    if (!t)
+        return FR_ERROR(FR_ERR_NULL_POINTER, "fr_table_parse_algo: NULL table");
+    if (!spec)
+        return FR_SUCCESS;
+    char *copy = strdup(spec);
+    if (!copy)
+        return FR_ERROR(FR_ERR_NO_MEMORY, "FASTREDUCE_ALGO: no memory");
+    int n0 = t->n;
+    char *s = trim(copy);
+    if (!*s)
+        goto out;
+
+    if (!strchr(s, '=') && !strchr(s, ',')) {
+        /* One name for every collective that has it. */
+        int found = 0;
+        for (int coll = 0; coll < FR_COLL_COUNT && st == FR_SUCCESS; coll++) {
+            int alg = fr_alg_lookup(coll, s);
+            if (alg >= 0 && alg < fr_nalgs) {
+                st = algo_rule(&c, coll, alg, 1);
+                found = 1;
+            }
+        }
+        if (!found)
+            report(&c, 1, "unknown algorithm '%s' (valid: allreduce: %s; bcast: %s)", Q(s),
+                   alg_list(l1, sizeof l1, FR_COLL_ALLREDUCE), alg_list(l2, sizeof l2, FR_COLL_BCAST));
+        goto out;
+    }
+
+    /* collective=NAME[,collective=NAME] */
+    unsigned seen = 0;
+    int item = 0;
+    char *save = NULL;
+    for (char *tok = s; tok && st == FR_SUCCESS; tok = save) {
+        char *comma = strchr(tok, ',');
+        save = comma ? comma + 1 : NULL;
+        if (comma)
+            *comma = '\0';
+        item++;
+        char *it = trim(tok);
+        char *eq = strchr(it, '=');
+        if (!*it) {
+            report(&c, item, "empty item %d in '%s' (expected collective=NAME)", item, Q(spec));
+            continue;
+        }
+        if (!eq) {
+            report(&c, item, "item '%s' is not collective=NAME (use one NAME alone, or"
+                   " allreduce=NAME,bcast=NAME)", Q(it));
+            continue;
+        }
+        *eq = '\0';
+        char *cname = trim(it), *name = trim(eq + 1);
+        int coll = find_coll(cname);
+        if (coll < 0) {
+            report(&c, item, "unknown collective '%s' (expected allreduce or bcast)", Q(cname));
+            continue;
+        }
+        if (seen & (1u << coll)) {
+            report(&c, item, "collective '%s' given twice; the first is used", cname);
+            continue;
+        }
+        if (!*name) {
+            report(&c, item, "empty algorithm name for %s", cname);
+            continue;
+        }
+        int alg = parse_alg_name(coll, name, msg, sizeof msg);
+        if (alg < 0) {
+            report(&c, item, "%s", msg);
+            continue;
+        }
+        seen |= 1u << coll;
+        st = algo_rule(&c, coll, alg, item);
+    }
+out:
+    if (st != FR_SUCCESS) {
+        t->n = n0;
+        st = FR_ERROR(st, "FASTREDUCE_ALGO: no memory for the tuning table");
+    }
+    free(copy);
+    if (nbad)
+        *nbad = c.nbad;
+    return st;
+}
+
+/* ---- printing ----------------------------------------------------------- */
+
+static const char *fmt_value(char *buf, size_t size, uint64_t v, int is_size)
+{
+    static const char sfx[] = "KMGTPE";
+    int k = 0;
+    if (v == FR_INF)
+        return snprintf(buf, size, "inf"), buf;
+    if (is_size && v)
+        while (k < 6 && (v & 1023u) == 0) {
+            v >>= 10;
+            k++;
+        }
+    if (k)
+        snprintf(buf, size, "%llu%c", (unsigned long long)v, sfx[k - 1]);
+    else
+        snprintf(buf, size, "%llu", (unsigned long long)v);
+    return buf;
+}
+
+static const char *fmt_range(char *buf, size_t size, const fr_range_t *r, int is_size)
+{
+    char a[32], b[32];
+    if (r->lo == 0 && r->hi == FR_INF)
+        snprintf(buf, size, "*");
+    else if (r->lo == r->hi)
+        snprintf(buf, size, "%s", fmt_value(a, sizeof a, r->lo, is_size));
+    else
+        snprintf(buf, size, "%s-%s", fmt_value(a, sizeof a, r->lo, is_size),
+                 fmt_value(b, sizeof b, r->hi, is_size));
+    return buf;
+}
+
+char *fr_rule_format(const fr_rule_t *r, char *buf, size_t len)
+{
+    char nodes[72], ppn[72], bytes[72], chunk[48] = "", fanout[24] = "", v[32];
+    if (!buf || len == 0)
+        return buf;
+    if (!r) {
+        buf[0] = '\0';
+        return buf;
+    }
+    const char *coll = r->coll >= 0 && r->coll < FR_COLL_COUNT ? coll_names[r->coll] : "?";
+    const char *mem = (r->mem & FR_MEM_ALL) == FR_MEM_ALL ? "*" :
+                      (r->mem & FR_MEM_ALL) == FR_MEM_HOST ? "host" :
+                      (r->mem & FR_MEM_ALL) == FR_MEM_CUDA ? "cuda" : "?";
+    const char *alg = r->alg >= 0 && r->alg < fr_nalgs && fr_algs[r->alg] && fr_algs[r->alg]->name ?
+                      fr_algs[r->alg]->name : "?";
+    if (r->chunk)
+        snprintf(chunk, sizeof chunk, " chunk=%s", fmt_value(v, sizeof v, r->chunk, 1));
+    if (r->fanout)
+        snprintf(fanout, sizeof fanout, " fanout=%d", r->fanout);
+    snprintf(buf, len, "%-12s %-6s %-6s %-6s %-12s %s%s%s", coll, mem,
+             fmt_range(nodes, sizeof nodes, &r->nodes, 0), fmt_range(ppn, sizeof ppn, &r->ppn, 0),
+             fmt_range(bytes, sizeof bytes, &r->bytes, 1), alg, chunk, fanout);
+    return buf;
+}
+
+void fr_table_print(const fr_table_t *t, FILE *f)
+{
+    char line[512];
+    if (!f)
+        return;
+    fprintf(f, "# fastreduce tuning table v1\n");
+    fprintf(f, "# %-10s %-6s %-6s %-6s %-12s %s\n", "collective", "memory", "nodes", "ppn", "bytes",
+            "algorithm [key=value ...]");
+    for (int i = 0; t && i < t->n; i++)
+        fprintf(f, "%s  # %s:%d\n", fr_rule_format(&t->rules[i], line, sizeof line),
+                fr_rule_src_name(t->rules[i].src), t->rules[i].line);
+}
+
+const char *fr_rule_src_name(int src)
+{
+    return src >= 0 && src < FR_SRC_COUNT ? src_names[src] : "?";
+}

@@ -1,0 +1,1066 @@
+/* Unit tests for lib/tune.c: the tuning-table parser, matcher and printer. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tune.h"
+#include "comm.h"
+
+/* ---- a diag callback that records every message ------------------------- */
+
+#define MAXD 64
+
+typedef struct diags {
+    int   n;                 /* messages received (all of them) */
+    int   line[MAXD];
+    char *src[MAXD];
+    char *msg[MAXD];
+} diags_t;
+
+static void rec(void *arg, const char *source, int line, const char *msg)
+{
+    diags_t *d = arg;
+    cr_assert_not_null(source);
+    cr_assert_not_null(msg);
+    cr_assert(msg[0] != '\0', "empty diagnostic");
+    if (d->n < MAXD) {
+        d->line[d->n] = line;
+        d->src[d->n] = strdup(source);
+        d->msg[d->n] = strdup(msg);
+    }
+    d->n++;
+}
+
+static void diags_clear(diags_t *d)
+{
+    for (int i = 0; i < d->n && i < MAXD; i++) {
+        free(d->src[i]);
+        free(d->msg[i]);
+    }
+    memset(d, 0, sizeof *d);
+}
+
+/* Diagnostic @p i is at @p line and mentions every non-NULL word. */
+static void expect_diag(const diags_t *d, int i, int line, const char *w1, const char *w2)
+{
+    cr_assert_lt(i, d->n, "expected a diagnostic #%d, got only %d", i, d->n);
+    cr_assert_eq(d->line[i], line, "diagnostic #%d ('%s') at line %d, expected %d", i, d->msg[i],
+                 d->line[i], line);
+    if (w1)
+        cr_assert(strstr(d->msg[i], w1), "diagnostic '%s' does not mention '%s'", d->msg[i], w1);
+    if (w2)
+        cr_assert(strstr(d->msg[i], w2), "diagnostic '%s' does not mention '%s'", d->msg[i], w2);
+}
+
+static int alg(int coll, const char *name)
+{
+    int a = fr_alg_lookup(coll, name);
+    cr_assert_geq(a, 0, "the registry has no %s algorithm '%s'", coll ? "bcast" : "allreduce", name);
+    return a;
+}
+
+#define K 1024ull
+#define M (1024ull * 1024ull)
+#define G (1024ull * 1024ull * 1024ull)
+#define ALLMEM (FR_MEM_HOST | FR_MEM_CUDA)
+
+static void expect_range(fr_range_t r, uint64_t lo, uint64_t hi)
+{
+    cr_assert_eq(r.lo, lo, "lo %llu != %llu", (unsigned long long)r.lo, (unsigned long long)lo);
+    cr_assert_eq(r.hi, hi, "hi %llu != %llu", (unsigned long long)r.hi, (unsigned long long)hi);
+}
+
+/* ---- sizes -------------------------------------------------------------- */
+
+Test(size, valid)
+{
+    static const struct { const char *s; uint64_t v; } ok[] = {
+        { "0", 0 }, { "1024", 1024 }, { "8K", 8 * K }, { "8k", 8 * K }, { "8KB", 8 * K },
+        { "8kb", 8 * K }, { "8KiB", 8 * K }, { "8kib", 8 * K }, { "4M", 4 * M }, { "4MiB", 4 * M },
+        { "1G", G }, { "1g", G }, { "2T", 2 * K * G }, { "1P", K * K * G }, { "15E", 15ull << 60 },
+        { "512B", 512 }, { "512b", 512 }, { "inf", FR_INF }, { "INF", FR_INF },
+        { "18446744073709551615", UINT64_MAX }, { "0K", 0 }, { "007", 7 },
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        uint64_t v = 12345;
+        cr_assert_eq(fr_parse_size(ok[i].s, &v), 0, "'%s' rejected", ok[i].s);
+        cr_assert_eq(v, ok[i].v, "'%s' gave %llu", ok[i].s, (unsigned long long)v);
+    }
+}
+
+Test(size, invalid)
+{
+    static const char *bad[] = {
+        "", " 8K", "8K ", "8 K", "-1", "+1", "K", "8Kx", "8KK", "8KiBx", "8iB", "8.5K", "0x10",
+        "18446744073709551616", "99999999999999999999", "16E", "17179869184G", "infinity", "in",
+        "8X", "1e3", "*", "\xff", "8\xc3\xa9",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t v = 777;
+        cr_assert_neq(fr_parse_size(bad[i], &v), 0, "'%s' accepted", bad[i]);
+        cr_assert_eq(v, 777, "'%s' changed the output on failure", bad[i]);
+    }
+    uint64_t v;
+    cr_assert_neq(fr_parse_size(NULL, &v), 0);
+    cr_assert_neq(fr_parse_size("1", NULL), 0);
+}
+
+/* ---- valid tables ------------------------------------------------------- */
+
+Test(parse, all_field_forms)
+{
+    const char *text =
+        "# fastreduce tuning table v1\n"
+        "# collective  memory  nodes  ppn    bytes      algorithm\n"
+        "\n"
+        "allreduce     host    1      2-8    0-8K       recursive_doubling\n"      /* 4 */
+        "allreduce     host    1      *      8K-inf     shm  chunk=256K\n"         /* 5 */
+        "bcast         *       2-inf  *      *          binomial   fanout=2\n"     /* 6 */
+        "   \t  \n"
+        "allreduce cuda 3 4 1M ring   # trailing comment\n"                        /* 8 */
+        "allreduce\thost\t0-0\t5-inf\t512B-1GiB\ttree\tfanout=64 chunk=1\r\n"      /* 9 */
+        "bcast host inf 0 16k-32KB pipeline chunk=1MiB\n"                          /* 10 */
+        "allreduce * 18446744073709551615 * 0-inf mpi#comment without a blank\n"   /* 11 */
+        "bcast cuda * * inf-inf scatter_allgather";                                /* 12 */
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse(&t, text, "test", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(d.n, 0, "unexpected diagnostic: %s", d.n ? d.msg[0] : "");
+    cr_assert_eq(nbad, 0);
+    cr_assert_eq(t.n, 8);
+
+    fr_rule_t *r = t.rules;
+    cr_assert_eq(r[0].coll, FR_COLL_ALLREDUCE);
+    cr_assert_eq(r[0].mem, FR_MEM_HOST);
+    expect_range(r[0].nodes, 1, 1);
+    expect_range(r[0].ppn, 2, 8);
+    expect_range(r[0].bytes, 0, 8 * K);
+    cr_assert_eq(r[0].alg, alg(FR_COLL_ALLREDUCE, "recursive_doubling"));
+    cr_assert_eq(r[0].chunk, 0);
+    cr_assert_eq(r[0].fanout, 0);
+    cr_assert_eq(r[0].src, FR_SRC_TUNE);
+    cr_assert_eq(r[0].line, 4);
+
+    expect_range(r[1].ppn, 0, FR_INF);
+    expect_range(r[1].bytes, 8 * K, FR_INF);
+    cr_assert_eq(r[1].alg, alg(FR_COLL_ALLREDUCE, "shm"));
+    cr_assert_eq(r[1].chunk, 256 * K);
+    cr_assert_eq(r[1].line, 5);
+
+    cr_assert_eq(r[2].coll, FR_COLL_BCAST);
+    cr_assert_eq(r[2].mem, ALLMEM);
+    expect_range(r[2].nodes, 2, FR_INF);
+    expect_range(r[2].bytes, 0, FR_INF);
+    cr_assert_eq(r[2].alg, alg(FR_COLL_BCAST, "binomial"));
+    cr_assert_eq(r[2].fanout, 2);
+    cr_assert_eq(r[2].line, 6);
+
+    cr_assert_eq(r[3].mem, FR_MEM_CUDA);
+    expect_range(r[3].nodes, 3, 3);
+    expect_range(r[3].ppn, 4, 4);
+    expect_range(r[3].bytes, M, M);
+    cr_assert_eq(r[3].line, 8);
+
+    expect_range(r[4].nodes, 0, 0);
+    expect_range(r[4].ppn, 5, FR_INF);
+    expect_range(r[4].bytes, 512, G);
+    cr_assert_eq(r[4].alg, alg(FR_COLL_ALLREDUCE, "tree"));
+    cr_assert_eq(r[4].fanout, 64);
+    cr_assert_eq(r[4].chunk, 1);
+    cr_assert_eq(r[4].line, 9);
+
+    expect_range(r[5].nodes, FR_INF, FR_INF);
+    expect_range(r[5].ppn, 0, 0);
+    expect_range(r[5].bytes, 16 * K, 32 * K);
+    cr_assert_eq(r[5].chunk, M);
+
+    expect_range(r[6].nodes, FR_INF, FR_INF);
+    cr_assert_eq(r[6].alg, alg(FR_COLL_ALLREDUCE, "mpi"));
+    cr_assert_eq(r[6].line, 11);
+    expect_range(r[7].bytes, FR_INF, FR_INF);
+    cr_assert_eq(r[7].line, 12);
+    fr_table_free(&t);
+    cr_assert_null(t.rules);
+    cr_assert_eq(t.n, 0);
+    diags_clear(&d);
+}
+
+Test(parse, appends_and_empty_inputs)
+{
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse(&t, "", "s", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 0);
+    cr_assert_eq(nbad, 0);
+    cr_assert_eq(fr_table_parse(&t, NULL, "s", FR_SRC_TUNE, rec, &d, NULL), FR_SUCCESS);
+    cr_assert_eq(fr_table_parse(&t, "\n\n;;  ; # only comments ; here\n#\n", "s", FR_SRC_TUNE, rec, &d,
+                                &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 0);
+    cr_assert_eq(d.n, 0);
+    cr_assert_eq(fr_table_parse(&t, "allreduce host * * * ring", "a", FR_SRC_TUNE, rec, &d, NULL), FR_SUCCESS);
+    cr_assert_eq(fr_table_parse(&t, "bcast host * * * binomial", "b", FR_SRC_FILE, rec, &d, NULL), FR_SUCCESS);
+    cr_assert_eq(t.n, 2);
+    cr_assert_eq(t.rules[0].src, FR_SRC_TUNE);
+    cr_assert_eq(t.rules[1].src, FR_SRC_FILE);
+    cr_assert_eq(t.rules[1].coll, FR_COLL_BCAST);
+    cr_assert_eq(d.n, 0);
+    /* Many rules: the table grows. */
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(fr_table_parse(&t, "bcast * * * * mpi", "c", FR_SRC_TUNE, rec, &d, NULL), FR_SUCCESS);
+    cr_assert_eq(t.n, 1002);
+    cr_assert_eq(fr_table_parse(NULL, "bcast * * * * mpi", "c", FR_SRC_TUNE, rec, &d, NULL),
+                 FR_ERR_NULL_POINTER);
+    fr_table_free(&t);
+    fr_table_free(&t);
+    fr_table_free(NULL);
+}
+
+/* ---- malformed lines ---------------------------------------------------- */
+
+Test(parse, malformed_lines)
+{
+    static const struct { const char *line, *w1, *w2; } bad[] = {
+        { "allreduce host 1 *", "wrong number of fields", "got 4" },
+        { "allreduce", "wrong number of fields", "got 1" },
+        { "allreduce host 1 * * ring extra", "wrong number of fields", "extra" },
+        { "allgather host * * * ring", "unknown collective", "allgather" },
+        { "Allreduce host * * * ring", "unknown collective", "Allreduce" },
+        { "allreduce gpu * * * ring", "unknown memory", "gpu" },
+        { "allreduce host 2- * * ring", "bad range syntax", "nodes" },
+        { "allreduce host -2 * * ring", "bad range syntax", "-2" },
+        { "allreduce host * 1-2-3 * ring", "bad range syntax", "ppn" },
+        { "allreduce host * *-4 * ring", "ppn", "not a number" },
+        { "allreduce host * * - ring", "bad range syntax", "bytes" },
+        { "allreduce host 8-2 * * ring", "lo > hi", "nodes" },
+        { "allreduce host * * 1M-8K ring", "lo > hi", "1M-8K" },
+        { "allreduce host * * inf-0 ring", "lo > hi", "bytes" },
+        { "allreduce host * * 99999999999999999999 ring", "overflow", "99999999999999999999" },
+        { "allreduce host * * 0-16E ring", "overflow", "16E" },
+        { "allreduce host 99999999999999999999-inf * * ring", "overflow", "nodes" },
+        { "allreduce host * * * foo", "unknown algorithm", "foo" },
+        { "allreduce host * * * binomial", "for bcast", "binomial" },
+        { "bcast host * * * ring", "for allreduce", "ring" },
+        { "allreduce host * * * ring chunk=0", "bad parameter", "chunk" },
+        { "allreduce host * * * ring chunk=abc", "bad parameter", "abc" },
+        { "allreduce host * * * ring chunk=inf", "bad parameter", "chunk" },
+        { "allreduce host * * * ring chunk=", "bad parameter", "chunk" },
+        { "allreduce host * * * ring chunk=1Kx", "bad parameter", "trailing garbage" },
+        { "allreduce host * * * ring fanout=1", "bad parameter", "fanout" },
+        { "allreduce host * * * ring fanout=65", "bad parameter", "65" },
+        { "allreduce host * * * ring fanout=2K", "bad parameter", "2K" },
+        { "allreduce host * * * ring fanout=-3", "bad parameter", "fanout" },
+        { "allreduce host * * * ring foo=1", "bad parameter", "foo" },
+        { "allreduce host * * * ring =1", "bad parameter", "unknown key" },
+        { "allreduce host * * * ring chunk=1K chunk=2K", "bad parameter", "twice" },
+        { "allreduce host * * * ring fanout=2 fanout=2", "bad parameter", "twice" },
+        { "allreduce host * * 8Kx ring", "trailing garbage", "8Kx" },
+        { "allreduce host * * 0-8.5K ring", "trailing garbage", ".5K" },
+        { "allreduce host 2K * * ring", "trailing garbage", "nodes" },
+        { "allreduce host * 4x * ring", "trailing garbage", "ppn" },
+        { "allreduce host * * \xff\xfe ring", "bytes", "\\xff\\xfe" },
+        { "allreduce h\xc3\xb6st * * * ring", "unknown memory", "h\\xc3\\xb6st" },
+    };
+    const size_t nb = sizeof bad / sizeof bad[0];
+    /* good rule, bad rule, good rule, ... : line 2i+2 is bad[i]. */
+    size_t cap = 64;
+    for (size_t i = 0; i < nb; i++)
+        cap += strlen(bad[i].line) + 64;
+    char *text = calloc(1, cap);
+    strcat(text, "bcast host * * * binomial\n");
+    for (size_t i = 0; i < nb; i++) {
+        strcat(text, bad[i].line);
+        strcat(text, "\nbcast host * * * binomial\n");
+    }
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse(&t, text, "src", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(d.n, (int)nb, "%d diagnostics for %zu bad lines", d.n, nb);
+    cr_assert_eq(nbad, (int)nb);
+    for (size_t i = 0; i < nb; i++) {
+        expect_diag(&d, (int)i, (int)(2 * i + 2), bad[i].w1, bad[i].w2);
+        cr_assert_str_eq(d.src[i], "src");
+    }
+    /* The good rules around them all still apply. */
+    cr_assert_eq(t.n, (int)nb + 1);
+    for (int i = 0; i < t.n; i++) {
+        cr_assert_eq(t.rules[i].coll, FR_COLL_BCAST);
+        cr_assert_eq(t.rules[i].line, 2 * i + 1);
+    }
+    free(text);
+    fr_table_free(&t);
+    diags_clear(&d);
+}
+
+Test(parse, unknown_algorithm_lists_valid_names)
+{
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    fr_table_parse(&t, "allreduce host * * * nope\nbcast host * * * tree\nallreduce * * * * pipeline", "s",
+                   FR_SRC_TUNE, rec, &d, NULL);
+    cr_assert_eq(d.n, 3);
+    cr_assert_eq(t.n, 0);
+    for (int i = 0; i < fr_nalgs; i++) {
+        const char *n = fr_algs[i]->name;
+        if (fr_algs[i]->coll == FR_COLL_ALLREDUCE) {
+            cr_assert(strstr(d.msg[0], n), "'%s' does not list %s", d.msg[0], n);
+            cr_assert(strstr(d.msg[2], n), "'%s' does not list %s", d.msg[2], n);
+        } else {
+            cr_assert(strstr(d.msg[1], n), "'%s' does not list %s", d.msg[1], n);
+        }
+    }
+    expect_diag(&d, 0, 1, "unknown algorithm", "nope");
+    expect_diag(&d, 1, 2, "tree", "for allreduce");      /* tree exists for allreduce only */
+    expect_diag(&d, 2, 3, "pipeline", "for bcast");
+    diags_clear(&d);
+}
+
+Test(parse, semicolon_separated)
+{
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    int nbad;
+    const char *s = "allreduce host * * 0-8K ring;bcast * * * * binomial fanout=4 ;; bogus ;"
+                    " allreduce * 2-inf * * tree chunk=64K";
+    cr_assert_eq(fr_table_parse(&t, s, "FASTREDUCE_TUNE", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 3);
+    cr_assert_eq(nbad, 1);
+    expect_diag(&d, 0, 4, "wrong number of fields", NULL);
+    cr_assert_str_eq(d.src[0], "FASTREDUCE_TUNE");
+    cr_assert_eq(t.rules[0].line, 1);
+    cr_assert_eq(t.rules[1].line, 2);
+    cr_assert_eq(t.rules[1].fanout, 4);
+    cr_assert_eq(t.rules[2].line, 5);
+    cr_assert_eq(t.rules[2].chunk, 64 * K);
+    fr_table_free(&t);
+    diags_clear(&d);
+
+    /* Newlines and ';' both separate; a comment runs to the end of the line
+     * and hides the ';' inside it. */
+    s = "allreduce host * * * ring # comment; bcast host * * * binomial\n"
+        "bcast * * * * mpi; nonsense here\n"
+        "bcast host * * * pipeline";
+    cr_assert_eq(fr_table_parse(&t, s, "FASTREDUCE_TUNE", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 3);
+    cr_assert_eq(t.rules[0].alg, alg(FR_COLL_ALLREDUCE, "ring"));
+    cr_assert_eq(t.rules[1].alg, alg(FR_COLL_BCAST, "mpi"));
+    cr_assert_eq(t.rules[1].line, 2);
+    cr_assert_eq(t.rules[2].line, 4);
+    cr_assert_eq(nbad, 1);
+    expect_diag(&d, 0, 3, "wrong number of fields", "got 2");
+    fr_table_free(&t);
+    diags_clear(&d);
+}
+
+Test(parse, default_diag_does_not_crash)
+{
+    fr_table_t t = { 0 };
+    int nbad = 0;
+    cr_assert_eq(fr_table_parse(&t, "junk\nallreduce * * * * mpi", "s", FR_SRC_TUNE, NULL, NULL, &nbad),
+                 FR_SUCCESS);
+    cr_assert_eq(nbad, 1);
+    cr_assert_eq(t.n, 1);
+    cr_assert_eq(fr_table_parse(&t, "junk", NULL, FR_SRC_TUNE, NULL, NULL, NULL), FR_SUCCESS);
+    fr_table_free(&t);
+}
+
+/* ---- FASTREDUCE_ALGO ----------------------------------------------------- */
+
+static void expect_algo_rule(const fr_rule_t *r, int coll, const char *name, int item)
+{
+    cr_assert_eq(r->coll, coll);
+    cr_assert_eq(r->alg, alg(coll, name));
+    cr_assert_eq(r->mem, ALLMEM);
+    expect_range(r->nodes, 0, FR_INF);
+    expect_range(r->ppn, 0, FR_INF);
+    expect_range(r->bytes, 0, FR_INF);
+    cr_assert_eq(r->src, FR_SRC_ALGO);
+    cr_assert_eq(r->line, item);
+    cr_assert_eq(r->chunk, 0);
+    cr_assert_eq(r->fanout, 0);
+}
+
+Test(algo, single_name)
+{
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse_algo(&t, "ring", rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(nbad, 0);
+    cr_assert_eq(t.n, 1);
+    expect_algo_rule(&t.rules[0], FR_COLL_ALLREDUCE, "ring", 1);
+    fr_table_free(&t);
+
+    cr_assert_eq(fr_table_parse_algo(&t, " mpi ", rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 2);
+    expect_algo_rule(&t.rules[0], FR_COLL_ALLREDUCE, "mpi", 1);
+    expect_algo_rule(&t.rules[1], FR_COLL_BCAST, "mpi", 1);
+    fr_table_free(&t);
+
+    cr_assert_eq(fr_table_parse_algo(&t, "binomial", rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 1);
+    expect_algo_rule(&t.rules[0], FR_COLL_BCAST, "binomial", 1);
+    fr_table_free(&t);
+    cr_assert_eq(d.n, 0);
+
+    cr_assert_eq(fr_table_parse_algo(&t, "nope", rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 0);
+    cr_assert_eq(nbad, 1);
+    expect_diag(&d, 0, 1, "unknown algorithm", "nope");
+    cr_assert(strstr(d.msg[0], "ring") && strstr(d.msg[0], "binomial"), "%s", d.msg[0]);
+    cr_assert_str_eq(d.src[0], "FASTREDUCE_ALGO");
+    diags_clear(&d);
+
+    cr_assert_eq(fr_table_parse_algo(&t, "", rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(fr_table_parse_algo(&t, "   ", rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(fr_table_parse_algo(&t, NULL, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 0);
+    cr_assert_eq(d.n, 0);
+    cr_assert_eq(fr_table_parse_algo(NULL, "ring", rec, &d, &nbad), FR_ERR_NULL_POINTER);
+}
+
+Test(algo, per_collective)
+{
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse_algo(&t, "allreduce=ring,bcast=binomial", rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(nbad, 0);
+    cr_assert_eq(t.n, 2);
+    expect_algo_rule(&t.rules[0], FR_COLL_ALLREDUCE, "ring", 1);
+    expect_algo_rule(&t.rules[1], FR_COLL_BCAST, "binomial", 2);
+    fr_table_free(&t);
+
+    cr_assert_eq(fr_table_parse_algo(&t, " bcast = pipeline , allreduce=tree ", rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 2);
+    expect_algo_rule(&t.rules[0], FR_COLL_BCAST, "pipeline", 1);
+    expect_algo_rule(&t.rules[1], FR_COLL_ALLREDUCE, "tree", 2);
+    fr_table_free(&t);
+
+    cr_assert_eq(fr_table_parse_algo(&t, "bcast=shm", rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 1);
+    expect_algo_rule(&t.rules[0], FR_COLL_BCAST, "shm", 1);
+    fr_table_free(&t);
+    cr_assert_eq(d.n, 0);
+}
+
+Test(algo, errors)
+{
+    static const struct { const char *spec, *w1, *w2; int item, nrules; } bad[] = {
+        { "allreduce=binomial", "binomial", "for bcast", 1, 0 },
+        { "allreduce=ring,bcast=nope", "unknown algorithm", "nope", 2, 1 },
+        { "gather=ring", "unknown collective", "gather", 1, 0 },
+        { "allreduce=ring,allreduce=tree", "twice", "allreduce", 2, 1 },
+        { "allreduce=", "empty algorithm", "allreduce", 1, 0 },
+        { "allreduce=ring,,bcast=mpi", "empty item", NULL, 2, 2 },
+        { "ring,bcast=mpi", "not collective=NAME", "ring", 1, 1 },
+        { "=ring", "unknown collective", NULL, 1, 0 },
+        { "allreduce=ring,", "empty item", NULL, 2, 1 },
+        { "allreduce=ring=tree", "unknown algorithm", "ring=tree", 1, 0 },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fr_table_t t = { 0 };
+        diags_t d = { 0 };
+        int nbad = -1;
+        cr_assert_eq(fr_table_parse_algo(&t, bad[i].spec, rec, &d, &nbad), FR_SUCCESS);
+        cr_assert_eq(nbad, 1, "'%s': nbad %d", bad[i].spec, nbad);
+        cr_assert_eq(d.n, 1, "'%s': %d diagnostics", bad[i].spec, d.n);
+        expect_diag(&d, 0, bad[i].item, bad[i].w1, bad[i].w2);
+        cr_assert_str_eq(d.src[0], "FASTREDUCE_ALGO");
+        cr_assert_eq(t.n, bad[i].nrules, "'%s': %d rules", bad[i].spec, t.n);
+        fr_table_free(&t);
+        diags_clear(&d);
+    }
+}
+
+/* ---- matching ----------------------------------------------------------- */
+
+Test(match, semantics)
+{
+    const char *text =
+        "allreduce host 1     2-8  0-8K    recursive_doubling\n"  /* 0 */
+        "allreduce host 1     *    8K-inf  shm\n"                 /* 1 */
+        "allreduce cuda *     *    *       ring\n"                /* 2 */
+        "bcast     *    2-inf *    *       binomial\n"            /* 3 */
+        "allreduce *    *     *    0       tree\n"                /* 4 */
+        "allreduce *    *     *    inf     mpi\n"                 /* 5 */
+        "allreduce *    *     *    *       mpi\n";                /* 6 */
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    cr_assert_eq(fr_table_parse(&t, text, "m", FR_SRC_TUNE, rec, &d, NULL), FR_SUCCESS);
+    cr_assert_eq(d.n, 0);
+    cr_assert_eq(t.n, 7);
+    int A = FR_COLL_ALLREDUCE, B = FR_COLL_BCAST;
+    unsigned H = FR_MEM_HOST, C = FR_MEM_CUDA;
+    /* first match wins; bounds are inclusive: 8192 goes to the first rule */
+    cr_assert_eq(fr_table_match(&t, 0, A, H, 1, 2, 0), 0);
+    cr_assert_eq(fr_table_match(&t, 0, A, H, 1, 8, 8192), 0);
+    cr_assert_eq(fr_table_match(&t, 0, A, H, 1, 8, 8193), 1);
+    cr_assert_eq(fr_table_match(&t, 0, A, H, 1, 9, 100), 6);
+    cr_assert_eq(fr_table_match(&t, 0, A, H, 1, 9, 9000), 1);
+    cr_assert_eq(fr_table_match(&t, 0, A, H, 1, 1, 100), 6);
+    cr_assert_eq(fr_table_match(&t, 0, A, H, 1, 1, 0), 4);
+    cr_assert_eq(fr_table_match(&t, 0, A, H, 1, 9, FR_INF), 1);
+    cr_assert_eq(fr_table_match(&t, 0, A, H, 2, 1, FR_INF), 5);
+    cr_assert_eq(fr_table_match(&t, 0, A, H, 2, 1, FR_INF - 1), 6);
+    /* memory masks */
+    cr_assert_eq(fr_table_match(&t, 0, A, C, 1, 2, 0), 2);
+    cr_assert_eq(fr_table_match(&t, 0, A, H | C, 1, 2, 0), 0);
+    cr_assert_eq(fr_table_match(&t, 0, A, 0, 1, 2, 0), -1);
+    cr_assert_eq(fr_table_match(&t, 0, B, C, 2, 1, 5), 3);
+    cr_assert_eq(fr_table_match(&t, 0, B, H, FR_INF, FR_INF, FR_INF), 3);
+    /* collective and ranges */
+    cr_assert_eq(fr_table_match(&t, 0, B, H, 1, 4, 5), -1);
+    cr_assert_eq(fr_table_match(&t, 0, B, H, 0, 4, 5), -1);
+    /* start */
+    cr_assert_eq(fr_table_match(&t, 1, A, H, 1, 2, 0), 4);
+    cr_assert_eq(fr_table_match(&t, 1, A, H, 1, 2, 9000), 1);
+    cr_assert_eq(fr_table_match(&t, 2, A, H, 1, 2, 9000), 6);
+    cr_assert_eq(fr_table_match(&t, 2, A, H, 1, 2, 0), 4);
+    cr_assert_eq(fr_table_match(&t, 5, A, H, 1, 2, 0), 6);
+    cr_assert_eq(fr_table_match(&t, 7, A, H, 1, 2, 0), -1);
+    cr_assert_eq(fr_table_match(&t, 100, A, H, 1, 2, 0), -1);
+    cr_assert_eq(fr_table_match(&t, -3, A, H, 1, 2, 0), 0);
+    cr_assert_eq(fr_table_match(NULL, 0, A, H, 1, 2, 0), -1);
+    fr_table_t empty = { 0 };
+    cr_assert_eq(fr_table_match(&empty, 0, A, H, 1, 2, 0), -1);
+    fr_table_free(&t);
+}
+
+/* ---- printing ----------------------------------------------------------- */
+
+static void squash(char *s)  /* collapse runs of blanks, for comparing lines */
+{
+    char *o = s;
+    for (char *p = s; *p; p++)
+        if (*p != ' ' || (o > s && o[-1] != ' '))
+            *o++ = *p;
+    while (o > s && o[-1] == ' ')
+        o--;
+    *o = '\0';
+}
+
+Test(print, rule_format)
+{
+    static const struct { const char *in, *out; } cases[] = {
+        { "allreduce host 1 2-8 0-8192 recursive_doubling", "allreduce host 1 2-8 0-8K recursive_doubling" },
+        { "allreduce host 1 * 8K-inf shm chunk=262144", "allreduce host 1 * 8K-inf shm chunk=256K" },
+        { "bcast * 2-inf * 0-inf binomial fanout=2", "bcast * 2-inf * * binomial fanout=2" },
+        { "bcast cuda 0-inf 3-3 1536 pipeline", "bcast cuda * 3 1536 pipeline" },
+        { "allreduce * 4 4-5 1048576-1073741824 ring chunk=1536", "allreduce * 4 4-5 1M-1G ring chunk=1536" },
+        { "allreduce host 1 1 0 tree", "allreduce host 1 1 0 tree" },
+        { "allreduce host inf-inf inf inf-inf tree", "allreduce host inf inf inf tree" },
+        { "allreduce host * * 1T-15E ring fanout=64 chunk=1P", "allreduce host * * 1T-15E ring chunk=1P fanout=64" },
+        { "allreduce host * * 1025-2047 ring", "allreduce host * * 1025-2047 ring" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fr_table_t t = { 0 };
+        diags_t d = { 0 };
+        char buf[256];
+        fr_table_parse(&t, cases[i].in, "p", FR_SRC_TUNE, rec, &d, NULL);
+        cr_assert_eq(d.n, 0, "'%s': %s", cases[i].in, d.n ? d.msg[0] : "");
+        cr_assert_eq(t.n, 1);
+        cr_assert_eq(fr_rule_format(&t.rules[0], buf, sizeof buf), buf);
+        squash(buf);
+        cr_assert_str_eq(buf, cases[i].out);
+        /* A short buffer truncates, never overflows. */
+        char small[8];
+        memset(small, 'x', sizeof small);
+        fr_rule_format(&t.rules[0], small, 5);
+        cr_assert_eq(strlen(small), 4);
+        cr_assert_eq(small[5], 'x');
+        fr_table_free(&t);
+    }
+    char z[4] = "abc";
+    cr_assert_eq(fr_rule_format(NULL, z, sizeof z), z);
+    cr_assert_str_eq(z, "");
+    cr_assert_null(fr_rule_format(NULL, NULL, 0));
+}
+
+static char *print_table(const fr_table_t *t)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    fr_table_print(t, f);
+    fclose(f);
+    return buf;
+}
+
+static void expect_same_rules(const fr_table_t *a, const fr_table_t *b)
+{
+    cr_assert_eq(a->n, b->n);
+    for (int i = 0; i < a->n; i++) {
+        const fr_rule_t *x = &a->rules[i], *y = &b->rules[i];
+        cr_assert_eq(x->coll, y->coll, "rule %d", i);
+        cr_assert_eq(x->mem, y->mem, "rule %d", i);
+        cr_assert(x->nodes.lo == y->nodes.lo && x->nodes.hi == y->nodes.hi, "rule %d nodes", i);
+        cr_assert(x->ppn.lo == y->ppn.lo && x->ppn.hi == y->ppn.hi, "rule %d ppn", i);
+        cr_assert(x->bytes.lo == y->bytes.lo && x->bytes.hi == y->bytes.hi, "rule %d bytes", i);
+        cr_assert_eq(x->alg, y->alg, "rule %d", i);
+        cr_assert_eq(x->chunk, y->chunk, "rule %d", i);
+        cr_assert_eq(x->fanout, y->fanout, "rule %d", i);
+    }
+}
+
+Test(print, round_trip)
+{
+    const char *text =
+        "allreduce host 1 2-8 0-8K recursive_doubling\n"
+        "allreduce host 1 * 8193-inf shm chunk=256K\n"
+        "allreduce cuda 3 4 1M ring chunk=1000\n"
+        "allreduce * 0-0 5-inf 512-1G tree fanout=64 chunk=1\n"
+        "bcast * 2-inf * * binomial fanout=2\n"
+        "bcast host inf 0 16K-32K pipeline chunk=1M\n"
+        "bcast cuda * * inf scatter_allgather\n"
+        "bcast host 18446744073709551614 * 18446744073709551614 mpi\n"
+        "allreduce host 7-9 1-2 0-15E mpi\n";
+    fr_table_t t = { 0 }, u = { 0 };
+    diags_t d = { 0 };
+    fr_table_parse(&t, text, "rt", FR_SRC_TUNE, rec, &d, NULL);
+    cr_assert_eq(d.n, 0);
+    cr_assert_eq(t.n, 9);
+    fr_table_parse(&t, fr_default_table, "default", FR_SRC_DEFAULT, rec, &d, NULL);
+    cr_assert_eq(d.n, 0);
+    fr_table_parse_algo(&t, "allreduce=ring,bcast=binomial", rec, &d, NULL);
+    cr_assert_eq(d.n, 0);
+
+    char *out = print_table(&t);
+    cr_assert(strncmp(out, "# fastreduce tuning table v1\n", 29) == 0, "header: %.40s", out);
+    cr_assert(strstr(out, "FASTREDUCE_ALGO"), "the source is not printed:\n%s", out);
+    fr_table_parse(&u, out, "printed", FR_SRC_TUNE, rec, &d, NULL);
+    cr_assert_eq(d.n, 0, "re-parse: %s", d.n ? d.msg[0] : "");
+    expect_same_rules(&t, &u);
+
+    /* And once more: print(parse(print(t))) == print(t). */
+    char *out2 = print_table(&u);
+    fr_table_t v = { 0 };
+    fr_table_parse(&v, out2, "printed2", FR_SRC_TUNE, rec, &d, NULL);
+    expect_same_rules(&u, &v);
+    free(out);
+    free(out2);
+    fr_table_free(&t);
+    fr_table_free(&u);
+    fr_table_free(&v);
+
+    /* An empty table prints just the header. */
+    out = print_table(&t);
+    cr_assert(strncmp(out, "# fastreduce tuning table v1\n", 29) == 0);
+    fr_table_parse(&u, out, "empty", FR_SRC_TUNE, rec, &d, NULL);
+    cr_assert_eq(u.n, 0);
+    cr_assert_eq(d.n, 0);
+    free(out);
+    fr_table_print(&t, NULL);  /* a NULL FILE: nothing happens */
+}
+
+Test(print, src_names)
+{
+    cr_assert_str_eq(fr_rule_src_name(FR_SRC_ALGO), "FASTREDUCE_ALGO");
+    cr_assert_str_eq(fr_rule_src_name(FR_SRC_TUNE), "FASTREDUCE_TUNE");
+    cr_assert_str_eq(fr_rule_src_name(FR_SRC_FILE), "FASTREDUCE_TUNE_FILE");
+    cr_assert_str_eq(fr_rule_src_name(FR_SRC_DEFAULT), "default");
+    cr_assert_not_null(fr_rule_src_name(-1));
+    cr_assert_not_null(fr_rule_src_name(FR_SRC_COUNT));
+}
+
+/* ---- the default table -------------------------------------------------- */
+
+Test(default_table, parses_cleanly_and_covers_every_call)
+{
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse(&t, fr_default_table, "default", FR_SRC_DEFAULT, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(d.n, 0, "default table: %s:%d: %s", d.n ? d.src[0] : "", d.n ? d.line[0] : 0,
+                 d.n ? d.msg[0] : "");
+    cr_assert_eq(nbad, 0);
+    cr_assert_gt(t.n, 0);
+    for (int i = 0; i < t.n; i++) {
+        cr_assert_eq(t.rules[i].src, FR_SRC_DEFAULT);
+        cr_assert(t.rules[i].alg >= 0 && t.rules[i].alg < fr_nalgs);
+        cr_assert_eq((int)fr_algs[t.rules[i].alg]->coll, t.rules[i].coll);
+    }
+    int A = FR_COLL_ALLREDUCE, B = FR_COLL_BCAST;
+    unsigned H = FR_MEM_HOST, C = FR_MEM_CUDA;
+#define NAME(i) ((i) >= 0 ? fr_algs[t.rules[i].alg]->name : "(none)")
+#define EXPECT(coll, mem, nodes, ppn, bytes, name) do { \
+        int i_ = fr_table_match(&t, 0, coll, mem, nodes, ppn, bytes); \
+        cr_assert(i_ >= 0 && strcmp(NAME(i_), name) == 0, "(%d,%u,%d,%d,%llu): %s, expected %s", \
+                  coll, mem, nodes, ppn, (unsigned long long)(bytes), NAME(i_), name); } while (0)
+    EXPECT(A, H, 1, 8, 1 * M, "shm");
+    EXPECT(A, H, 1, 1, 8, "mpi");
+    EXPECT(A, H, 2, 4, 0, "recursive_doubling");
+    EXPECT(A, H, 2, 4, 16 * K, "recursive_doubling");
+    EXPECT(A, H, 2, 4, 16 * K + 1, "rabenseifner");
+    EXPECT(A, H, 4, 1, M, "rabenseifner");
+    EXPECT(A, H, 4, 1, M + 1, "ring");
+    EXPECT(A, H, 64, 8, FR_INF, "ring");
+    EXPECT(A, C, 4, 8, 1 * M, "mpi");
+    EXPECT(B, H, 1, 2, 4, "shm");
+    EXPECT(B, H, 2, 1, 32 * K, "binomial");
+    EXPECT(B, H, 2, 1, 32 * K + 1, "scatter_allgather");
+    EXPECT(B, C, 2, 1, 8, "mpi");
+    EXPECT(B, H, 1, 1, 8, "mpi");
+    /* Every (collective, memory) has a rule for every shape. */
+    for (int coll = 0; coll < FR_COLL_COUNT; coll++)
+        for (unsigned mem = 1; mem <= 2; mem++)
+            cr_assert_geq(fr_table_match(&t, 0, coll, mem, 0, 0, 0), 0);
+    fr_table_free(&t);
+}
+
+/* ---- files -------------------------------------------------------------- */
+
+static char *temp_file(const void *data, size_t len)
+{
+    char *path = strdup("/tmp/test_tune_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0, "mkstemp");
+    cr_assert_eq(write(fd, data, len), (ssize_t)len);
+    close(fd);
+    return path;
+}
+
+Test(file, header_v1)
+{
+    const char text[] =
+        "# fastreduce tuning table v1\n"
+        "# fingerprint: later work adds fields like this; they are comments now\n"
+        "allreduce host 1 2-8 0-8K recursive_doubling\n"
+        "\n"
+        "allreduce host 1 * 8K-inf shm chunk=256K\r\n"
+        "bogus line\n"
+        "bcast * 2-inf * * binomial fanout=2; bcast host * * * bad_alg\n";
+    char *path = temp_file(text, sizeof text - 1);
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse_file(&t, path, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 3);
+    cr_assert_eq(nbad, 2);
+    expect_diag(&d, 0, 6, "wrong number of fields", NULL);
+    expect_diag(&d, 1, 7, "unknown algorithm", "bad_alg");   /* file line, not ordinal */
+    cr_assert_str_eq(d.src[0], path);
+    cr_assert_eq(t.rules[0].line, 3);
+    cr_assert_eq(t.rules[1].line, 5);
+    cr_assert_eq(t.rules[1].chunk, 256 * K);
+    cr_assert_eq(t.rules[2].line, 7);
+    for (int i = 0; i < t.n; i++)
+        cr_assert_eq(t.rules[i].src, FR_SRC_FILE);
+    fr_table_free(&t);
+    diags_clear(&d);
+    unlink(path);
+    free(path);
+
+    /* Header variations: blanks, case, text after the version, not first. */
+    const char text2[] = "\n  #   FastReduce  Tuning Table v1 measured on node01\nbcast * * * * mpi\n";
+    path = temp_file(text2, sizeof text2 - 1);
+    cr_assert_eq(fr_table_parse_file(&t, path, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(d.n, 0, "%s", d.n ? d.msg[0] : "");
+    cr_assert_eq(t.n, 1);
+    cr_assert_eq(t.rules[0].line, 3);
+    fr_table_free(&t);
+    unlink(path);
+    free(path);
+}
+
+Test(file, other_version_rejected)
+{
+    static const char *texts[] = {
+        "# fastreduce tuning table v2\nallreduce host * * * ring\n",
+        "allreduce host * * * ring\n# comment\n# fastreduce tuning table v10\n",
+        "# fastreduce tuning table v\nallreduce host * * * ring\n",
+        "# fastreduce tuning table v1.5\nallreduce host * * * ring\n",
+    };
+    static const int line[] = { 1, 3, 1, 1 };
+    static const char *ver[] = { "'2'", "'10'", "''", "'1.5'" };
+    for (int i = 0; i < 4; i++) {
+        char *path = temp_file(texts[i], strlen(texts[i]));
+        fr_table_t t = { 0 };
+        diags_t d = { 0 };
+        int nbad = -1;
+        cr_assert_eq(fr_table_parse(&t, "bcast * * * * mpi", "pre", FR_SRC_TUNE, rec, &d, NULL), FR_SUCCESS);
+        cr_assert_eq(fr_table_parse_file(&t, path, rec, &d, &nbad), FR_ERR_CONFIG);
+        cr_assert_eq(t.n, 1, "rules of a rejected file were used");
+        cr_assert_eq(d.n, 1);
+        cr_assert_eq(nbad, 1);
+        expect_diag(&d, 0, line[i], "version", ver[i]);
+        cr_assert(strstr(fr_last_error(), "version"), "last error: %s", fr_last_error());
+        fr_table_free(&t);
+        diags_clear(&d);
+        unlink(path);
+        free(path);
+    }
+}
+
+Test(file, missing_header)
+{
+    const char text[] = "# a comment\nallreduce host * * * ring\nbcast host * * * binomial\n";
+    char *path = temp_file(text, sizeof text - 1);
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse_file(&t, path, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 2, "the rules of a file without a header must still be used");
+    cr_assert_eq(d.n, 1);
+    cr_assert_eq(nbad, 1);
+    expect_diag(&d, 0, 1, "missing header", NULL);
+    fr_table_free(&t);
+    diags_clear(&d);
+    unlink(path);
+    free(path);
+
+    /* An empty file: no rules, just the missing header. */
+    path = temp_file("", 0);
+    cr_assert_eq(fr_table_parse_file(&t, path, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 0);
+    expect_diag(&d, 0, 1, "missing header", NULL);
+    diags_clear(&d);
+    unlink(path);
+    free(path);
+}
+
+Test(file, unreadable)
+{
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse_file(&t, "/nonexistent/dir/table.txt", rec, &d, &nbad), FR_ERR_CONFIG);
+    cr_assert_eq(t.n, 0);
+    cr_assert_eq(d.n, 1);
+    cr_assert_str_eq(d.src[0], "/nonexistent/dir/table.txt");
+    cr_assert(strstr(d.msg[0], "cannot read"), "%s", d.msg[0]);
+    cr_assert(strstr(fr_last_error(), "/nonexistent/dir/table.txt"), "last error: %s", fr_last_error());
+    diags_clear(&d);
+    /* A directory opens but cannot be read. */
+    cr_assert_eq(fr_table_parse_file(&t, "/tmp", rec, &d, &nbad), FR_ERR_CONFIG);
+    cr_assert_eq(d.n, 1);
+    diags_clear(&d);
+    cr_assert_eq(fr_table_parse_file(&t, NULL, rec, &d, &nbad), FR_ERR_NULL_POINTER);
+    cr_assert_eq(fr_table_parse_file(NULL, "/tmp/x", rec, &d, &nbad), FR_ERR_NULL_POINTER);
+}
+
+Test(file, nul_byte_and_binary)
+{
+    const char text[] = "# fastreduce tuning table v1\nallreduce host * * * ring\0junk\n"
+                        "bcast host * * * binomial\n\xff\xfe\x01\x02 host * * * ring\n";
+    char *path = temp_file(text, sizeof text - 1);
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse_file(&t, path, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 1);
+    cr_assert_eq(t.rules[0].coll, FR_COLL_BCAST);
+    cr_assert_eq(nbad, 2);
+    expect_diag(&d, 0, 2, "NUL", NULL);
+    expect_diag(&d, 1, 4, "\\xff", NULL);
+    fr_table_free(&t);
+    diags_clear(&d);
+    unlink(path);
+    free(path);
+}
+
+Test(file, large_file)
+{
+    size_t nrules = 20000;
+    const char *rule = "allreduce host * * * ring chunk=1M\n";
+    size_t len = strlen(rule);
+    char *text = malloc(nrules * len + 64);
+    char *p = text + sprintf(text, "# fastreduce tuning table v1\n");
+    for (size_t i = 0; i < nrules; i++)
+        p += sprintf(p, "%s", rule);
+    char *path = temp_file(text, (size_t)(p - text));
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    cr_assert_eq(fr_table_parse_file(&t, path, rec, &d, NULL), FR_SUCCESS);
+    cr_assert_eq(d.n, 0);
+    cr_assert_eq(t.n, (int)nrules);
+    cr_assert_eq(t.rules[t.n - 1].line, (int)nrules + 1);
+    fr_table_free(&t);
+    unlink(path);
+    free(path);
+    free(text);
+}
+
+/* ---- huge lines --------------------------------------------------------- */
+
+Test(robust, huge_lines)
+{
+    size_t n = 1 << 20;
+    char *s = malloc(n + 256);
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    int nbad;
+
+    /* A megabyte of one word: reported, and the message stays short. */
+    memset(s, 'a', n);
+    s[n] = '\0';
+    cr_assert_eq(fr_table_parse(&t, s, "huge", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(nbad, 1);
+    expect_diag(&d, 0, 1, "wrong number of fields", NULL);
+    diags_clear(&d);
+
+    /* A valid rule padded with a megabyte of blanks still parses. */
+    memset(s, ' ', n);
+    memcpy(s, "allreduce", 9);
+    strcpy(s + n - 40, "host * * 0-8K ring  ");
+    cr_assert_eq(fr_table_parse(&t, s, "huge", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(nbad, 0);
+    cr_assert_eq(t.n, 1);
+    fr_table_free(&t);
+
+    /* A huge field in every position. */
+    for (int field = 0; field < 7; field++) {
+        const char *f[7] = { "allreduce", "host", "*", "*", "*", "ring", "chunk=1K" };
+        char *big = malloc(n + 1);
+        memset(big, field == 6 ? '9' : (field >= 2 && field <= 4) ? '7' : 'z', n);
+        big[n] = '\0';
+        if (field == 6)
+            memcpy(big, "chunk=", 6);
+        f[field] = big;
+        size_t cap = n + 128;
+        char *line = malloc(cap);
+        snprintf(line, cap, "%s %s %s %s %s %s %s", f[0], f[1], f[2], f[3], f[4], f[5], f[6]);
+        cr_assert_eq(fr_table_parse(&t, line, "huge", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+        cr_assert_eq(nbad, 1, "field %d", field);
+        cr_assert_eq(t.n, 0);
+        cr_assert_lt(strlen(d.msg[0]), 2048, "message of %zu bytes", strlen(d.msg[0]));
+        if ((field >= 2 && field <= 4) || field == 6)
+            cr_assert(strstr(d.msg[0], "overflow"), "field %d: %s", field, d.msg[0]);
+        diags_clear(&d);
+        free(line);
+        free(big);
+    }
+
+    /* Thousands of parameters on one line. */
+    size_t o = (size_t)sprintf(s, "bcast host * * * pipeline");
+    while (o + 16 < n)
+        o += (size_t)sprintf(s + o, " fanout=4");
+    cr_assert_eq(fr_table_parse(&t, s, "huge", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(nbad, 1);
+    expect_diag(&d, 0, 1, "twice", NULL);
+    diags_clear(&d);
+
+    /* Very many short lines and separators. */
+    for (size_t i = 0; i < n; i++)
+        s[i] = (i % 3 == 0) ? ';' : (i % 3 == 1) ? '\n' : ' ';
+    s[n] = '\0';
+    cr_assert_eq(fr_table_parse(&t, s, "huge", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(nbad, 0);
+    cr_assert_eq(t.n, 0);
+    free(s);
+}
+
+/* ---- fuzz --------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static int count_segments(const char *s)
+{
+    int n = 1;
+    for (; *s; s++)
+        if (*s == '\n' || *s == ';')
+            n++;
+    return n;
+}
+
+static void check_consistent(const char *s, const fr_table_t *t, const diags_t *d, int nbad)
+{
+    int nseg = count_segments(s);
+    cr_assert_eq(nbad, d->n);
+    cr_assert_leq(t->n + nbad, nseg);
+    for (int i = 0; i < d->n && i < MAXD; i++)
+        cr_assert(d->line[i] >= 1 && d->line[i] <= nseg, "line %d of %d", d->line[i], nseg);
+    for (int i = 0; i < t->n; i++) {
+        const fr_rule_t *r = &t->rules[i];
+        cr_assert(r->coll >= 0 && r->coll < FR_COLL_COUNT);
+        cr_assert(r->alg >= 0 && r->alg < fr_nalgs);
+        cr_assert(r->nodes.lo <= r->nodes.hi && r->ppn.lo <= r->ppn.hi && r->bytes.lo <= r->bytes.hi);
+        cr_assert(r->mem != 0 && (r->mem & ~(unsigned)ALLMEM) == 0);
+        cr_assert(r->fanout == 0 || (r->fanout >= 2 && r->fanout <= 64));
+    }
+}
+
+Test(robust, fuzz_random_bytes)
+{
+    char s[512];
+    for (int iter = 0; iter < 4000; iter++) {
+        size_t len = rnd() % (sizeof s - 1);
+        for (size_t i = 0; i < len; i++)
+            s[i] = (char)(1 + rnd() % 255);
+        s[len] = '\0';
+        fr_table_t t = { 0 };
+        diags_t d = { 0 };
+        int nbad = -1;
+        cr_assert_eq(fr_table_parse(&t, s, "fuzz", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+        check_consistent(s, &t, &d, nbad);
+        fr_table_free(&t);
+        diags_clear(&d);
+
+        /* Garbage that starts a rule is always reported. */
+        if (len)
+            s[0] = 'x';
+        for (size_t i = 1; i < len; i++)
+            if (s[i] == '\n' || s[i] == ';' || s[i] == '#')
+                s[i] = ' ';
+        cr_assert_eq(fr_table_parse(&t, s, "fuzz", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+        cr_assert_eq(nbad, len ? 1 : 0, "'%s' not reported", s);
+        cr_assert_eq(t.n, 0);
+        diags_clear(&d);
+
+        /* The other parsers take the same garbage. */
+        uint64_t v;
+        (void)fr_parse_size(s, &v);
+        cr_assert_eq(fr_table_parse_algo(&t, s, rec, &d, &nbad), FR_SUCCESS);
+        cr_assert(t.n == 0 || nbad >= 0);
+        fr_table_free(&t);
+        diags_clear(&d);
+    }
+}
+
+Test(robust, fuzz_tokens)
+{
+    static const char *tok[] = {
+        "allreduce", "bcast", "host", "cuda", "*", "1", "2-8", "0-8K", "8K-inf", "inf", "ring",
+        "binomial", "shm", "mpi", "tree", "chunk=1M", "fanout=4", "fanout=99", "chunk=0", "-", "9-1",
+        "16E", "1K-", "x", "=", "#", ";", "\n", " ", "\t", "\r", "99999999999999999999", "8Kx", "\xff",
+    };
+    const int ntok = sizeof tok / sizeof tok[0];
+    char s[1024];
+    for (int iter = 0; iter < 5000; iter++) {
+        size_t o = 0;
+        int n = (int)(rnd() % 16);
+        for (int i = 0; i < n; i++)
+            o += (size_t)snprintf(s + o, sizeof s - o, "%s%s", tok[rnd() % ntok], rnd() % 4 ? " " : "");
+        s[o] = '\0';
+        fr_table_t t = { 0 };
+        diags_t d = { 0 };
+        int nbad = -1;
+        cr_assert_eq(fr_table_parse(&t, s, "fuzz", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+        check_consistent(s, &t, &d, nbad);
+        /* Whatever parsed prints and parses back to the same rules. */
+        char *out = print_table(&t);
+        fr_table_t u = { 0 };
+        diags_t e = { 0 };
+        fr_table_parse(&u, out, "printed", FR_SRC_TUNE, rec, &e, NULL);
+        cr_assert_eq(e.n, 0);
+        expect_same_rules(&t, &u);
+        free(out);
+        fr_table_free(&t);
+        fr_table_free(&u);
+        diags_clear(&d);
+        diags_clear(&e);
+    }
+}
