@@ -7,6 +7,7 @@
 #include <string.h>
 #include "comm.h"
 #include "reduce.h"
+#include "copy.h"
 #include "shm.h"
 
 #define DEFAULT_CHUNK (512u * 1024u)
@@ -23,7 +24,7 @@ static void small(fr_call_t *call, fr_comm_t comm)
     uint64_t R = ++s->round[FR_SHM_F_SMALL];
     char *base = s->small + (size_t)(R & 1) * (size_t)s->lsize * FR_SHM_SMALL;
     if (R > 1) fr_shm_wait_all(s, FR_SHM_F_SMALL, R - 1, comm->spin);
-    memcpy(base + (size_t)s->lrank * FR_SHM_SMALL, call->sendbuf, call->bytes);
+    fr_copy(base + (size_t)s->lrank * FR_SHM_SMALL, call->sendbuf, call->bytes);
     fr_shm_post(s, FR_SHM_F_SMALL, R);
     fr_shm_wait_all(s, FR_SHM_F_SMALL, R, comm->spin);
     fr_reduce3(call->recvbuf, base, base + FR_SHM_SMALL, call->count, call->dtype, call->op);
@@ -50,8 +51,8 @@ static void large(fr_call_t *call, fr_comm_t comm)
         fr_block(n, l, me, &so, &sl);
         /* The buffer of round R-2 is free once every rank has started R-1. */
         if (R > 1) fr_shm_wait_all(s, FR_SHM_F_ARRIVE, R - 1, comm->spin);
-        memcpy(mine, send + off * es, so * es);
-        memcpy(mine + (so + sl) * es, send + (off + so + sl) * es, (n - so - sl) * es);
+        fr_copy(mine, send + off * es, so * es);
+        fr_copy(mine + (so + sl) * es, send + (off + so + sl) * es, (n - so - sl) * es);
         fr_shm_post(s, FR_SHM_F_ARRIVE, R);
         fr_shm_wait_all(s, FR_SHM_F_ARRIVE, R, comm->spin);
 
@@ -66,7 +67,7 @@ static void large(fr_call_t *call, fr_comm_t comm)
             else fr_reduce(out, src, sl, call->dtype, call->op);
             first = 0;
         }
-        memcpy(mine + so * es, out, sl * es);
+        fr_copy(mine + so * es, out, sl * es);
         fr_shm_post(s, FR_SHM_F_REDUCED, R);
 
         for (int j = 0; j < l; j++) {
@@ -74,7 +75,7 @@ static void large(fr_call_t *call, fr_comm_t comm)
             size_t jo, jl;
             fr_block(n, l, j, &jo, &jl);
             fr_shm_wait_one(s, j, FR_SHM_F_REDUCED, R, comm->spin);
-            memcpy(recv + (off + jo) * es, bufs + (size_t)j * s->red_slot + jo * es, jl * es);
+            fr_copy(recv + (off + jo) * es, bufs + (size_t)j * s->red_slot + jo * es, jl * es);
         }
     }
 }
@@ -82,7 +83,7 @@ static void large(fr_call_t *call, fr_comm_t comm)
 static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 {
     if (comm->size == 1) {
-        if (call->sendbuf != call->recvbuf) memcpy(call->recvbuf, call->sendbuf, call->bytes);
+        if (call->sendbuf != call->recvbuf) fr_copy(call->recvbuf, call->sendbuf, call->bytes);
         return FR_SUCCESS;
     }
     if (call->bytes <= FR_SHM_SMALL) small(call, comm);

@@ -3,6 +3,7 @@
  * reuses a buffer once every rank has acknowledged it. */
 #include <string.h>
 #include "comm.h"
+#include "copy.h"
 #include "shm.h"
 
 static fr_status_t check(const fr_call_t *call, const struct fr_comm *comm)
@@ -25,11 +26,11 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
         char *buf = s->bc + (size_t)((R - 1) % FR_SHM_BCAST_NBUF) * s->bc_slot;
         if (s->lrank == root) {
             if (R > FR_SHM_BCAST_NBUF) fr_shm_wait_all(s, FR_SHM_F_BACK, R - FR_SHM_BCAST_NBUF, comm->spin);
-            memcpy(buf, data + off, n);
+            fr_copy(buf, data + off, n);
             fr_shm_post(s, FR_SHM_F_BREADY, R);
         } else {
             fr_shm_wait_one(s, root, FR_SHM_F_BREADY, R, comm->spin);
-            memcpy(data + off, buf, n);
+            fr_copy(data + off, buf, n);
         }
         fr_shm_post(s, FR_SHM_F_BACK, R);
         off += n;

@@ -1,0 +1,17 @@
+/* Bulk copies for the shared-memory algorithms. glibc's memcpy uses
+ * `rep movsb` for mid sizes, which on some virtual machines runs several
+ * times slower than a plain vector loop (measured: 1.5 GB/s against 44 GB/s
+ * at 32 KiB), so the hot copies use these instead. */
+#ifndef FR_COPY_H
+#define FR_COPY_H
+
+#include <stddef.h>
+
+/* Copy @p n bytes (no overlap) with ordinary stores: the data stays in cache
+ * for a reader that comes soon. */
+void fr_copy(void *dst, const void *src, size_t n);
+/* Same with streaming (non-temporal) stores where the CPU has them: for
+ * large results nobody reads soon; falls back to fr_copy elsewhere. */
+void fr_copy_stream(void *dst, const void *src, size_t n);
+
+#endif

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Install a build into a fresh prefix, build examples/allreduce_check.c with
+# `pkg-config fastreduce` alone, and run it with every algorithm forced.
+# Usage: scripts/install_check.sh BUILD_DIR MPICC MPIEXEC
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$1; mpicc=$2; mpiexec=$3
+. "$top/scripts/env.sh"
+prefix=$(mktemp -d /tmp/fr-prefix.XXXXXX)
+trap 'rm -rf "$prefix"' EXIT
+make -C "$build" install prefix="$prefix" >/dev/null || { echo "install failed"; echo "0 passed, 1 failed"; exit 1; }
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+$mpicc -o "$prefix/allreduce_check" "$top/examples/allreduce_check.c" $(pkg-config --cflags --libs fastreduce) ||
+    { echo "building against the installed prefix failed"; echo "0 passed, 1 failed"; exit 1; }
+export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+algos=$("$prefix/bin/fastreduce-info" --no-table | awk '/^algorithms:/{on=1; next} on && NF>=2 {print $1 "=" $2} /^$/{if(on) exit}')
+passed=0; failed=0
+for a in $algos; do
+    for np in 1 3 4; do
+        flags=(); [[ $mpiexec == mpirun* ]] && flags=(--oversubscribe --bind-to none)
+        if out=$(FASTREDUCE_ALGO=$a timeout 120 $mpiexec "${flags[@]}" -n $np "$prefix/allreduce_check" 2>&1) &&
+           grep -q ": [0-9]* passed, 0 failed" <<<"$out"; then
+            passed=$((passed + 1))
+        else
+            failed=$((failed + 1)); echo "FAIL: FASTREDUCE_ALGO=$a np=$np"; echo "$out" | tail -5
+        fi
+    done
+done
+echo "install_check: $passed passed, $failed failed"
+[ $failed -eq 0 ]
