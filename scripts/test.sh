@@ -20,11 +20,23 @@ for mpi in openmpi mpich; do
             grep -q "^FAIL\|^ERROR" "$top/build-$mpi/tests/${f%.log}.trs" 2>/dev/null && { echo "--- $f"; tail -40 "$top/build-$mpi/tests/$f"; }
         done
     fi
+    echo "=== $mpi: installed-prefix check (pkg-config, every algorithm forced)"
+    case $mpi in openmpi) cc=mpicc; run=mpirun ;; mpich) cc=mpicc.mpich; run=mpiexec.mpich ;; esac
+    "$top/scripts/install_check.sh" "$top/build-$mpi" "$cc" "$run" | tee "$top/build-$mpi/install_check.out" | grep -v "^$" | tail -3 || status=1
     # Sum the checks each suite counted: Criterion's synthesis and our plain lines.
     while read -r p f; do passed=$((passed + p)); failed=$((failed + f)); done < <(
         cat "$top/build-$mpi"/tests/unit/*.log 2>/dev/null | sed -n 's/.*Tested: *[0-9]* *| *Passing: *\([0-9]*\) *| *Failing: *\([0-9]*\) *| *Crashing: *\([0-9]*\).*/\1 \2 \3/p' | awk '{print $1, $2+$3}'
-        tail -n 1 "$top/build-$mpi"/tests/mpi/run_mpi.sh.log 2>/dev/null | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p')
+        tail -n 1 "$top/build-$mpi"/tests/mpi/run_mpi.sh.log 2>/dev/null | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p'
+        sed -n 's/^install_check: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$top/build-$mpi/install_check.out")
 done
+if [ "${FR_SKIP_DISTCHECK:-0}" != 1 ]; then
+    echo "=== make distcheck (Open MPI, quick tests)"
+    if (cd "$top/build-openmpi" && FASTREDUCE_TEST_QUICK=1 make distcheck >distcheck.out 2>&1); then
+        echo "distcheck: passed"; passed=$((passed + 1))
+    else
+        echo "distcheck: FAILED"; tail -30 "$top/build-openmpi/distcheck.out"; failed=$((failed + 1)); status=1
+    fi
+fi
 [ $status -ne 0 ] && [ $failed -eq 0 ] && failed=1
 echo "$passed passed, $failed failed"
 exit $status
