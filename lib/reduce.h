@@ -28,4 +28,8 @@ uint16_t fr_f32_to_f16(float f);
 float fr_bf16_to_f32(uint16_t h);
 uint16_t fr_f32_to_bf16(float f);
 
+/* Test hook: nonzero makes the kernels use the portable (non-AVX2) versions;
+ * returns the previous setting. */
+int fr_reduce_force_portable(int on);
+
 #endif
