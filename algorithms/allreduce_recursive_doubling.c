@@ -1,0 +1,51 @@
+/* Recursive-doubling allreduce: log2(p) rounds of pairwise exchange of the
+ * whole vector between ranks whose virtual ranks differ in one bit. With a
+ * non-power-of-two rank count the extra ranks first fold their input onto a
+ * partner and get the result back last (alg_util.h). Both ends of an
+ * exchange reduce with the lower rank's operand first, so every rank ends
+ * with the same bits. Suits small messages: latency log2(p), no chunking. */
+#include "alg_util.h"
+
+#define RD_STEP_FOLD   0
+#define RD_STEP_FIRST  1      /* rounds use 1 .. log2(p) */
+#define RD_STEP_UNFOLD 64
+
+static fr_status_t rd_check(const fr_call_t *call, const struct fr_comm *comm)
+{
+    return fr_alg_check_host(call, comm);
+}
+
+static fr_status_t rd_run(fr_call_t *call, struct fr_comm *comm)
+{
+    if (call->count == 0) return FR_SUCCESS;
+    if (comm->size == 1) { fr_alg_copy_input(call); return FR_SUCCESS; }
+
+    void *tmp = fr_comm_scratch(comm, call->bytes);
+    if (!tmp) return FR_ERR_NO_MEMORY;
+    fr_fold_t f;
+    fr_fold_init(&f, comm->rank, comm->size);
+    const void *cur = call->sendbuf;
+
+    FR_CHECK(fr_fold_in(comm, call, &f, tmp, &cur, RD_STEP_FOLD));
+    if (f.vrank >= 0) {
+        unsigned step = RD_STEP_FIRST;
+        for (int mask = 1; mask < f.p; mask <<= 1, step++) {
+            int peer = fr_fold_rank(&f, f.vrank ^ mask);
+            FR_CHECK(fr_p2p_sendrecv(comm, peer, cur, call->bytes, peer, tmp, call->bytes, step));
+            fr_alg_reduce_ordered(call->recvbuf, cur, tmp, peer < comm->rank, call->count,
+                                  call->dtype, call->op);
+            cur = call->recvbuf;
+        }
+    }
+    return fr_fold_out(comm, call, &f, RD_STEP_UNFOLD);
+}
+
+const fr_alg_t fr_alg_allreduce_recursive_doubling = {
+    .name = "recursive_doubling",
+    .coll = FR_COLL_ALLREDUCE,
+    .mem_types = FR_MEM_HOST,
+    .check = rd_check,
+    .run = rd_run,
+    .desc = "pairwise exchange of the whole vector in log2(p) rounds, extra ranks of a "
+            "non-power-of-two count folded onto partners; no parameters",
+};

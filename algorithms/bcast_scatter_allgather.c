@@ -1,0 +1,81 @@
+/* Scatter-allgather broadcast (van de Geijn): the message is cut into n
+ * blocks (block i for the rank i places after the root); a binomial tree
+ * scatters them, each rank receiving the blocks of its subtree, then a ring
+ * allgather (alg_util.h, chunked) gives every rank every block. About twice
+ * the message per rank instead of log2(n) times: suits large messages. */
+#include "alg_util.h"
+
+#define SAG_CHUNK_DEFAULT ((uint64_t)256 * 1024)
+#define SAG_STEP_SCATTER  0
+#define SAG_STEP_RING     1   /* ring steps use 1 .. n-1 */
+
+static fr_status_t sag_check(const fr_call_t *call, const struct fr_comm *comm)
+{
+    return fr_alg_check_host(call, comm);
+}
+
+/* Byte range of blocks [lo, hi) of the n blocks (hi clipped to n). */
+static void blocks(const fr_call_t *call, int n, int lo, int hi, size_t es, size_t *off, size_t *len)
+{
+    size_t o1, l1, o2, l2;
+    if (hi > n) hi = n;
+    fr_block(call->count, n, lo, &o1, &l1);
+    fr_block(call->count, n, hi - 1, &o2, &l2);
+    *off = o1 * es;
+    *len = (o2 + l2 - o1) * es;
+}
+
+static fr_status_t sag_run(fr_call_t *call, struct fr_comm *comm)
+{
+    int n = comm->size, root = call->root;
+    if (call->count == 0 || n == 1) return FR_SUCCESS;
+    size_t es = fr_dtype_size(call->dtype), off, len;
+    char *buf = call->recvbuf;
+    int vr = (comm->rank - root + n) % n, mask = 1;
+
+    /* binomial scatter: receive the blocks of my subtree [vr, vr + mask) */
+    while (mask < n) {
+        if (vr & mask) {
+            blocks(call, n, vr, vr + mask, es, &off, &len);
+            if (len)
+                FR_CHECK(fr_p2p_recv(comm, (vr - mask + root) % n, buf + off, len, SAG_STEP_SCATTER));
+            break;
+        }
+        mask <<= 1;
+    }
+    fr_req_t rq[32];
+    int nr = 0;
+    for (mask >>= 1; mask > 0; mask >>= 1) {
+        if (vr + mask >= n) continue;
+        blocks(call, n, vr + mask, vr + 2 * mask, es, &off, &len);
+        if (!len) continue;
+        rq[nr] = (fr_req_t)FR_REQ_INIT;
+        FR_CHECK(fr_p2p_isend(comm, (vr + mask + root) % n, SAG_STEP_SCATTER, buf + off, len, &rq[nr]));
+        nr++;
+    }
+    FR_CHECK(fr_p2p_wait(comm, rq, nr));
+
+    /* ring allgather of the blocks, by relative rank */
+    size_t o0, maxlen;
+    fr_block(call->count, n, 0, &o0, &maxlen);
+    fr_ring_t g = {
+        .pos = vr, .n = n,
+        .left = (comm->rank + n - 1) % n, .right = (comm->rank + 1) % n,
+        .buf = buf, .src = buf,
+        .count = call->count, .elsize = es, .dtype = call->dtype, .op = call->op,
+        .rs_steps = 0, .ag_steps = n - 1,
+        .chunk = fr_alg_chunk_elems(call, SAG_CHUNK_DEFAULT, es, maxlen), .tmp = NULL,
+        .tag = SAG_STEP_RING,
+    };
+    return fr_ring_run(comm, &g);
+}
+
+const fr_alg_t fr_alg_bcast_scatter_allgather = {
+    .name = "scatter_allgather",
+    .coll = FR_COLL_BCAST,
+    .mem_types = FR_MEM_HOST,
+    .check = sag_check,
+    .run = sag_run,
+    .desc = "binomial scatter of n blocks then ring allgather (van de Geijn); "
+            "chunk=bytes per ring message (default 256K)",
+};
