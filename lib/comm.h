@@ -49,6 +49,7 @@ struct fr_comm {
     void        *scratch;      /* grow-only scratch buffer for algorithms */
     size_t       scratch_size;
     uint64_t     spin;         /* polls before a waiting rank starts to yield */
+    unsigned     warned;       /* bit per collective: the forced-fallback warning was given */
 };
 
 /* The algorithm interface: one file in algorithms/ defines one of these. */

@@ -64,9 +64,12 @@ static const fr_alg_t *choose(struct fr_comm *c, fr_call_t *call, int *rule)
         call->chunk = r->chunk;
         call->fanout = r->fanout;
         if (a->check(call, c) == FR_SUCCESS) { *rule = i; return a; }
-        if (r->src == FR_SRC_ALGO && c->rank == 0)
-            FR_WARN(FR_SUB_COLL, "FASTREDUCE_ALGO forces %s, which cannot serve this %s of %zu bytes; falling back",
-                    a->name, fr_coll_name(call->coll), call->bytes);
+        if (r->src == FR_SRC_ALGO && c->rank == 0 && !(c->warned & (1u << call->coll))) {
+            c->warned |= 1u << call->coll;
+            FR_WARN(FR_SUB_COLL, "FASTREDUCE_ALGO forces %s, which cannot serve this %s of %zu bytes; falling "
+                    "back to the next rule (said once per communicator)", a->name, fr_coll_name(call->coll),
+                    call->bytes);
+        }
     }
     *rule = -1;
     call->chunk = 0;

@@ -6,12 +6,13 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$1; mpicc=$2; mpiexec=$3
 . "$top/scripts/env.sh"
-prefix=$(mktemp -d /tmp/fr-prefix.XXXXXX)
-trap 'rm -rf "$prefix"' EXIT
-make -C "$build" install prefix="$prefix" >/dev/null || { echo "install failed"; echo "0 passed, 1 failed"; exit 1; }
+# The prefix the build was configured with (scripts/build.sh: BUILD_DIR/install).
+prefix=$(sed -n 's/^prefix = //p' "$build/Makefile")
+case $prefix in "$build"/*|*/build-*/install) rm -rf "$prefix" ;; esac
+make -C "$build" install >/dev/null || { echo "install failed"; echo "install_check: 0 passed, 1 failed"; exit 1; }
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 $mpicc -o "$prefix/allreduce_check" "$top/examples/allreduce_check.c" $(pkg-config --cflags --libs fastreduce) ||
-    { echo "building against the installed prefix failed"; echo "0 passed, 1 failed"; exit 1; }
+    { echo "building against the installed prefix failed"; echo "install_check: 0 passed, 1 failed"; exit 1; }
 export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 algos=$("$prefix/bin/fastreduce-info" --no-table | awk '/^algorithms:/{on=1; next} on && NF>=2 {print $1 "=" $2} /^$/{if(on) exit}')
 passed=0; failed=0

@@ -1,0 +1,150 @@
+#!/bin/bash
+# The `make check` driver of the multi-rank tests: launches test_coll,
+# test_args and test_select under $MPIEXEC at several rank counts, with and
+# without a faked node split, each under a timeout, and sums their
+# "X passed, Y failed" lines into a final plain line "N passed, M failed".
+#
+# Environment (set by tests/Makefile.am):
+#   MPIEXEC         launcher (mpirun for Open MPI, mpiexec.mpich for MPICH)
+#   FR_MPI_FLAVOR   openmpi | mpich
+#   top_builddir    the build tree's top, relative to the current directory
+# Optional:
+#   FASTREDUCE_TEST_QUICK=1   every test_coll launch with --quick
+#   FR_TEST_TIMEOUT=SECONDS   per launch (default 300)
+#   FR_TEST_LOGDIR=DIR        where each launch's output goes (default mpi-logs)
+#   FR_TEST_FULL_NP="1 2 3 4" rank counts that run test_coll in full
+#   FR_MPIEXEC_FLAGS          extra launcher flags
+# Exit status: 0 if every launch passed, 1 if any failed or timed out,
+# 99 if the test programs are missing.
+set -u
+
+MPIEXEC=${MPIEXEC:-mpirun}
+FLAVOR=${FR_MPI_FLAVOR:-openmpi}
+top_builddir=${top_builddir:-..}
+BIN=${FR_TEST_BINDIR:-$top_builddir/tests/mpi}
+TIMEOUT=${FR_TEST_TIMEOUT:-300}
+LOGDIR=${FR_TEST_LOGDIR:-mpi-logs}
+FULL_NP=${FR_TEST_FULL_NP:-1 2 3 4}
+QUICK=${FASTREDUCE_TEST_QUICK:-0}
+[ "$QUICK" = 0 ] && QUICK=
+EXTRA=${FR_MPIEXEC_FLAGS:-}
+
+for p in test_coll test_args test_select; do
+    if [ ! -x "$BIN/$p" ]; then
+        echo "run_mpi.sh: $BIN/$p not found (build with make check, or set top_builddir)" >&2
+        exit 99
+    fi
+done
+if ! command -v "$MPIEXEC" >/dev/null 2>&1; then
+    echo "run_mpi.sh: launcher '$MPIEXEC' not found" >&2
+    exit 99
+fi
+mkdir -p "$LOGDIR"
+
+# We run as root in CI and oversubscribe 2 cores.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+# A stray setting from the caller would change what the tests select.
+unset FASTREDUCE_ALGO FASTREDUCE_TUNE FASTREDUCE_TUNE_FILE FASTREDUCE_NODE_SIZE
+
+total_pass=0
+total_fail=0
+launch_fail=0
+nlaunch=0
+summary_re='^test_[a-z]+ np=[0-9]+: [0-9]+ passed, [0-9]+ failed$'
+
+# run_one NP "VAR=value ..." PROGRAM ARGS...
+run_one() {
+    local np=$1 envs=$2 prog=$3
+    shift 3
+    local args="$*"
+    nlaunch=$((nlaunch + 1))
+    local tag
+    tag=$(printf '%02d-%s-np%d%s%s' "$nlaunch" "$prog" "$np" "${envs:+-${envs//[^A-Za-z0-9]/_}}" \
+          "${args:+-${args//[^A-Za-z0-9]/_}}")
+    local log="$LOGDIR/$tag.log"
+    local launcher=("$MPIEXEC")
+    local e
+    if [ "$FLAVOR" = openmpi ]; then
+        launcher+=(--oversubscribe --mca btl "self,vader" --bind-to none)
+        for e in $envs; do launcher+=(-x "${e%%=*}"); done
+    fi
+    # shellcheck disable=SC2206
+    launcher+=($EXTRA -n "$np")
+    local t0=$SECONDS rc
+    # shellcheck disable=SC2086
+    env $envs timeout -k 15 "$TIMEOUT" "${launcher[@]}" "$BIN/$prog" $args </dev/null >"$log" 2>&1
+    rc=$?
+    local dt=$((SECONDS - t0))
+    local line what="np=$np ${envs:+$envs }$prog${args:+ $args}"
+    line=$(grep -E "$summary_re" "$log" | tail -n 1)
+    local ok=1 note=""
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        ok=0
+        note="TIMEOUT after ${TIMEOUT} s"
+    fi
+    if [ -n "$line" ]; then
+        local p f
+        p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\1/')
+        f=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\2/')
+        total_pass=$((total_pass + p))
+        total_fail=$((total_fail + f))
+        [ "$f" -gt 0 ] && ok=0
+        if [ "$rc" != 0 ] && [ "$f" = 0 ] && [ "$ok" = 1 ]; then
+            ok=0
+            note="exit status $rc although no test failed"
+            total_fail=$((total_fail + 1))
+        fi
+    else
+        ok=0
+        total_fail=$((total_fail + 1))  # the launch itself counts as one failure
+        [ -z "$note" ] && note="no summary line (exit status $rc)"
+    fi
+    # a launch that printed its summary and then hung still counts as a failure
+    if [ -n "$line" ] && { [ "$rc" = 124 ] || [ "$rc" = 137 ]; }; then
+        total_fail=$((total_fail + 1))
+    fi
+    if [ "$ok" = 1 ]; then
+        echo "PASS: $what (${dt} s): $line"
+    else
+        launch_fail=$((launch_fail + 1))
+        echo "FAIL: $what (${dt} s): ${line:-no result}${note:+ [$note]}  log: $log"
+        grep -E '^(FAIL|TIMEOUT)' "$log" | head -n 40 | sed 's/^/    /'
+        local nf
+        nf=$(grep -cE '^(FAIL|TIMEOUT)' "$log")
+        [ "$nf" -gt 40 ] && echo "    ... $((nf - 40)) more FAIL lines in $log"
+        if ! grep -qE '^(FAIL|TIMEOUT)' "$log"; then
+            tail -n 15 "$log" | sed 's/^/    /'
+        fi
+    fi
+}
+
+is_full() {
+    [ -n "$QUICK" ] && return 1
+    local n
+    for n in $FULL_NP; do [ "$n" = "$1" ] && return 0; done
+    return 1
+}
+
+echo "run_mpi.sh: $FLAVOR via $MPIEXEC, programs in $BIN, logs in $LOGDIR, timeout ${TIMEOUT} s${QUICK:+, quick}"
+t_start=$SECONDS
+
+for np in 1 2 3 4 5 6; do
+    if is_full "$np"; then run_one "$np" "" test_coll; else run_one "$np" "" test_coll --quick; fi
+done
+for np in 2 3 4 5 6; do
+    run_one "$np" "FASTREDUCE_NODE_SIZE=2" test_coll --quick
+done
+for np in 1 2 3; do
+    run_one "$np" "" test_args
+done
+for np in 2 3 4; do
+    run_one "$np" "" test_select
+done
+
+echo "run_mpi.sh: $nlaunch launches, $launch_fail failed, $((SECONDS - t_start)) s"
+echo "$total_pass passed, $total_fail failed"
+if [ "$total_fail" -gt 0 ] || [ "$launch_fail" -gt 0 ]; then
+    exit 1
+fi
+exit 0

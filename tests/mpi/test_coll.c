@@ -1,0 +1,497 @@
+/* test_coll: correctness of fr_allreduce() and fr_bcast() for every
+ * algorithm, forced in turn, at the rank count it is launched with.
+ *
+ * One fr_comm_t is created per algorithm (fr_config_t.algo), plus one with
+ * no forcing (the default table). For every case the expected result is
+ * computed on every rank from the formula of every rank's input, never with
+ * MPI, and the inputs are chosen so that every order of summation is exact:
+ * integers wrap, floats are small integers or products of powers of two
+ * that stay inside the type's exact range. Each case checks the status, the
+ * result, that the send buffer is untouched, that the guard bytes around the
+ * buffers survive, and that a forced algorithm is the one reported (or, for
+ * shm with several nodes, that it declined).
+ *
+ * Usage: test_coll [--quick] [--algo NAME] [--node-size N]
+ *   --quick       skip the 1000003 and 8 Mi element counts (also FASTREDUCE_TEST_QUICK=1)
+ *   --algo NAME   only that algorithm ("default" for the unforced table)
+ *   --node-size N fake nodes of N ranks with fr_config_t.node_size
+ */
+#include "testutil.h"
+
+static int np, me;
+static int quick;
+static int cfg_node_size;
+static int nnodes;
+
+static const char *const ar_algs[] = { "ring", "recursive_doubling", "rabenseifner", "tree", "shm", "mpi" };
+static const char *const bc_algs[] = { "binomial", "scatter_allgather", "pipeline", "shm", "mpi" };
+#define N_AR (int)(sizeof ar_algs / sizeof ar_algs[0])
+#define N_BC (int)(sizeof bc_algs / sizeof bc_algs[0])
+
+enum { COLL_AR = 0, COLL_BC = 1 };
+
+typedef struct comm_ent {
+    const char *algo;      /* forced algorithm, NULL for the default table */
+    int         coll;      /* COLL_AR or COLL_BC */
+    fr_comm_t   comm;
+    long        calls, ran, declined;
+    char        fallback[64];
+} comm_ent_t;
+
+static comm_ent_t ar_comms[N_AR + 1], bc_comms[N_BC + 1];
+static int n_arc, n_bcc;
+static uint64_t sel_hash = 0xcbf29ce484222325ull;  /* every name reported, in order */
+
+/* ---- inputs and the reference -------------------------------------------- */
+
+static inline uint64_t mask_of(int bits) { return bits == 64 ? ~0ull : ((1ull << bits) - 1); }
+static inline int64_t sext(uint64_t v, int bits)
+{
+    return bits == 64 ? (int64_t)v : (int64_t)(v << (64 - bits)) >> (64 - bits);
+}
+
+/* Integer input of rank r, element i (the low bits of the result). */
+static inline uint64_t gen_int(fr_dtype_t dt, fr_op_t op, int r, size_t i, uint64_t salt)
+{
+    int bits = tu_bits(dt);
+    uint64_t h = tu_hash3(salt, (uint64_t)r, i), v = h;
+    switch (op) {
+    case FR_PROD:
+        if (i % 3 == 0) {              /* small factors: products that do not wrap in 32 bits */
+            v = (h % 7) + 1;
+            if (tu_is_signed(dt) && ((h >> 20) & 1)) v = (uint64_t)-(int64_t)v;
+        }
+        break;
+    case FR_MIN:
+    case FR_MAX:
+        if (i % 7 == 3 && (size_t)r == (i / 7) % (size_t)np) {  /* the type's extreme value */
+            if (tu_is_signed(dt))
+                v = op == FR_MIN ? 1ull << (bits - 1) : mask_of(bits - 1);
+            else
+                v = op == FR_MIN ? 0 : ~0ull;
+        }
+        break;
+    default:
+        break;
+    }
+    return v & mask_of(bits);
+}
+
+/* Float input of rank r, element i: exactly representable in the type. */
+static inline double gen_flt(fr_dtype_t dt, fr_op_t op, int r, size_t i, uint64_t salt)
+{
+    uint64_t h = tu_hash3(salt, (uint64_t)r, i);
+    switch (op) {
+    case FR_SUM:
+    case FR_AVG:   /* sum of |inputs| stays inside the exact integer range (in units) */
+        switch (dt) {
+        case FR_FLOAT64: return ldexp((double)((int64_t)(h % (1ull << 30)) - (1ll << 29)), -20);
+        case FR_FLOAT32: return ldexp((double)((int64_t)(h % (1ull << 20)) - (1ll << 19)), -8);
+        case FR_FLOAT16: return 0.5 * (double)((int64_t)(h % 601) - 300);   /* |sum| <= 900, 1800 halves */
+        default:         return (double)((int64_t)(h % 85) - 42);           /* bf16: |sum| <= 252 */
+        }
+    case FR_PROD: {  /* +-2^k, times 3 on at most 2 ranks: every partial product is exact */
+        int K = dt == FR_FLOAT64 ? 150 : dt == FR_FLOAT32 ? 20 : dt == FR_BFLOAT16 ? 10 : 2;
+        int k = (int)(h % (uint64_t)(2 * K + 1)) - K;
+        double m = ((size_t)r + i) % 3 == 0 ? 3.0 : 1.0;
+        return ((h >> 40) & 1 ? -m : m) * ldexp(1.0, k);
+    }
+    default:         /* min / max: any representable value */
+        switch (dt) {
+        case FR_FLOAT64: return ldexp((double)((int64_t)(h % (1ull << 40)) - (1ll << 39)), -16);
+        case FR_FLOAT32: return ldexp((double)((int64_t)(h % (1ull << 24)) - (1ll << 23)), -6);
+        case FR_FLOAT16: return 0.5 * (double)((int64_t)(h % 2001) - 1000);
+        default:         return (double)((int64_t)(h % 511) - 255);
+        }
+    }
+}
+
+static inline void store_int(unsigned char *buf, size_t i, fr_dtype_t dt, uint64_t v)
+{
+    switch (tu_dtype_sizes[dt]) {
+    case 1: { uint8_t x = (uint8_t)v; memcpy(buf + i, &x, 1); break; }
+    case 4: { uint32_t x = (uint32_t)v; memcpy(buf + 4 * i, &x, 4); break; }
+    default: memcpy(buf + 8 * i, &v, 8); break;
+    }
+}
+
+static inline void store_flt(unsigned char *buf, size_t i, fr_dtype_t dt, double v)
+{
+    switch (dt) {
+    case FR_FLOAT64: memcpy(buf + 8 * i, &v, 8); break;
+    case FR_FLOAT32: { float f = (float)v; memcpy(buf + 4 * i, &f, 4); break; }
+    case FR_FLOAT16: { uint16_t h = tu_to_f16(v); memcpy(buf + 2 * i, &h, 2); break; }
+    default:         { uint16_t h = tu_to_bf16(v); memcpy(buf + 2 * i, &h, 2); break; }
+    }
+}
+
+/* This rank's input and the expected result of the case. */
+static void make_case(fr_dtype_t dt, fr_op_t op, size_t count, uint64_t salt,
+                      unsigned char *input, unsigned char *expect)
+{
+    int bits = tu_bits(dt), sgn = tu_is_signed(dt);
+    if (!tu_is_float(dt)) {
+        for (size_t i = 0; i < count; i++) {
+            uint64_t acc = 0;
+            for (int r = 0; r < np; r++) {
+                uint64_t v = gen_int(dt, op, r, i, salt);
+                if (r == me) store_int(input, i, dt, v);
+                if (r == 0) { acc = v; continue; }
+                switch (op) {
+                case FR_SUM: case FR_AVG: acc += v; break;
+                case FR_PROD: acc *= v; break;
+                case FR_MIN: if (sgn ? sext(v, bits) < sext(acc, bits) : v < acc) acc = v; break;
+                default:     if (sgn ? sext(v, bits) > sext(acc, bits) : v > acc) acc = v; break;
+                }
+                acc &= mask_of(bits);
+            }
+            acc &= mask_of(bits);
+            if (op == FR_AVG)  /* C division of the wrapped sum, truncating toward zero */
+                acc = sgn ? (uint64_t)(sext(acc, bits) / (int64_t)np) : acc / (uint64_t)np;
+            store_int(expect, i, dt, acc);
+        }
+    } else {
+        for (size_t i = 0; i < count; i++) {
+            double acc = 0;
+            for (int r = 0; r < np; r++) {
+                double v = gen_flt(dt, op, r, i, salt);
+                if (r == me) store_flt(input, i, dt, v);
+                if (r == 0) { acc = v; continue; }
+                switch (op) {
+                case FR_SUM: case FR_AVG: acc += v; break;   /* exact by construction */
+                case FR_PROD: acc *= v; break;
+                case FR_MIN: if (v < acc) acc = v; break;
+                default:     if (v > acc) acc = v; break;
+                }
+            }
+            if (op == FR_AVG) acc = acc / np;  /* the exact sum over np, rounded once below */
+            store_flt(expect, i, dt, acc);
+        }
+    }
+}
+
+/* ---- checks -------------------------------------------------------------- */
+
+static void note_choice(comm_ent_t *ce, const char *alg, size_t count)
+{
+    sel_hash ^= alg ? tu_hash_bytes(alg, strlen(alg)) : 1;
+    sel_hash *= 0x100000001b3ull;
+    if (!TU_CHECK(alg && *alg, "the algorithm query returned %s", alg ? "\"\"" : "NULL")) return;
+    if (!ce->algo || count == 0) return;
+    ce->calls++;
+    int shm_multi = strcmp(ce->algo, "shm") == 0 && nnodes > 1;
+    if (strcmp(alg, ce->algo) == 0) {
+        ce->ran++;
+        TU_CHECK(!shm_multi, "shm was chosen although the communicator spans %d nodes", nnodes);
+    } else if (!shm_multi) {
+        ce->declined++;
+        snprintf(ce->fallback, sizeof ce->fallback, "%s", alg);
+    }
+}
+
+static void check_guards(const char *what, const unsigned char *p, size_t nb)
+{
+    long where = 0;
+    if (!tu_guard_ok(p, nb, &where))
+        tu_fail("%s guard byte written at offset %ld (buffer is %zu bytes): 0x%02x", what, where, nb,
+                p[where]);
+}
+
+static void check_equal(const char *what, const unsigned char *got, const unsigned char *exp,
+                        size_t count, fr_dtype_t dt)
+{
+    size_t nbad, i = tu_first_diff(got, exp, count, tu_dtype_sizes[dt], &nbad);
+    if (i == count) return;
+    char g[96], e[96];
+    tu_format_elem(g, sizeof g, got, i, dt);
+    tu_format_elem(e, sizeof e, exp, i, dt);
+    tu_fail("%s: first bad index %zu: got %s expected %s (%zu of %zu elements wrong)", what, i, g, e,
+            nbad, count);
+}
+
+static void test_allreduce_one(comm_ent_t *ce, fr_dtype_t dt, fr_op_t op, size_t count, int inplace,
+                               const unsigned char *input, const unsigned char *expect,
+                               unsigned char *sbuf, unsigned char *rbuf)
+{
+    size_t nb = count * tu_dtype_sizes[dt];
+    tu_begin("allreduce algo=%s dtype=%s op=%s count=%zu inplace=%d", ce->algo ? ce->algo : "default",
+             tu_dtype_names[dt], tu_op_names[op], count, inplace);
+    tu_guard_set(sbuf, nb);
+    tu_guard_set(rbuf, nb);
+    if (inplace) {
+        memcpy(rbuf, input, nb);
+    } else {
+        memcpy(sbuf, input, nb);
+        memset(rbuf, 0xA5 ^ me, nb);
+    }
+    const char *alg = fr_allreduce_algorithm(ce->comm, count, dt, op);
+    note_choice(ce, alg, count);
+    fr_status_t st = fr_allreduce(inplace ? FR_IN_PLACE : sbuf, rbuf, count, dt, op, ce->comm);
+    if (TU_CHECK(st == FR_SUCCESS, "fr_allreduce returned %s (algorithm %s)", tu_status(st), alg ? alg : "?"))
+        check_equal("result", rbuf, expect, count, dt);
+    if (!inplace) {
+        check_equal("sendbuf modified", sbuf, input, count, dt);
+        check_guards("sendbuf", sbuf, nb);
+    }
+    check_guards("recvbuf", rbuf, nb);
+}
+
+static void test_allreduce_case(fr_dtype_t dt, fr_op_t op, size_t count)
+{
+    size_t nb = count * tu_dtype_sizes[dt];
+    unsigned char *input = tu_alloc(nb), *expect = tu_alloc(nb), *sbuf = tu_alloc(nb), *rbuf = tu_alloc(nb);
+    make_case(dt, op, count, tu_hash3(dt, op, count), input, expect);
+    for (int c = 0; c < n_arc; c++)
+        for (int inplace = 0; inplace < 2; inplace++)
+            test_allreduce_one(&ar_comms[c], dt, op, count, inplace, input, expect, sbuf, rbuf);
+    tu_free(input); tu_free(expect); tu_free(sbuf); tu_free(rbuf);
+}
+
+/* Random values in [-1, 1), different on every rank, against a sum
+ * accumulated in double: |got - ref| <= 8 * np * eps(type) * sum_r |x_r|.
+ * Also checks that every rank got the same bits. */
+static void test_random(fr_dtype_t dt, size_t count)
+{
+    size_t es = tu_dtype_sizes[dt], nb = count * es;
+    unsigned char *input = tu_alloc(nb), *sbuf = tu_alloc(nb), *rbuf = tu_alloc(nb);
+    double *ref = malloc(count * sizeof *ref), *sabs = malloc(count * sizeof *sabs);
+    if (!ref || !sabs) MPI_Abort(MPI_COMM_WORLD, 2);
+    const double eps = dt == FR_FLOAT32 ? ldexp(1.0, -24) : ldexp(1.0, -53);
+    for (size_t i = 0; i < count; i++) {
+        double s = 0, a = 0;
+        for (int r = 0; r < np; r++) {
+            double x = ldexp((double)(tu_hash3(0xC0FFEEull + (uint64_t)r, i, dt) >> 11), -52) - 1.0;
+            if (dt == FR_FLOAT32) x = (float)x;
+            if (r == me) store_flt(input, i, dt, x);
+            s += x;
+            a += fabs(x);
+        }
+        ref[i] = s;
+        sabs[i] = a;
+    }
+    for (int c = 0; c < n_arc; c++) {
+        comm_ent_t *ce = &ar_comms[c];
+        for (int inplace = 0; inplace < 2; inplace++) {
+            tu_begin("allreduce random algo=%s dtype=%s op=sum count=%zu inplace=%d",
+                     ce->algo ? ce->algo : "default", tu_dtype_names[dt], count, inplace);
+            tu_guard_set(sbuf, nb);
+            tu_guard_set(rbuf, nb);
+            if (inplace) memcpy(rbuf, input, nb);
+            else { memcpy(sbuf, input, nb); memset(rbuf, 0x3C, nb); }
+            const char *alg = fr_allreduce_algorithm(ce->comm, count, dt, FR_SUM);
+            note_choice(ce, alg, count);
+            fr_status_t st = fr_allreduce(inplace ? FR_IN_PLACE : sbuf, rbuf, count, dt, FR_SUM, ce->comm);
+            if (TU_CHECK(st == FR_SUCCESS, "fr_allreduce returned %s", tu_status(st))) {
+                size_t nbad = 0, first = count;
+                double fg = 0, ft = 0;
+                for (size_t i = 0; i < count; i++) {
+                    double g;
+                    if (dt == FR_FLOAT32) { float f; memcpy(&f, rbuf + 4 * i, 4); g = f; }
+                    else memcpy(&g, rbuf + 8 * i, 8);
+                    double tol = 8.0 * np * eps * sabs[i];
+                    if (!(fabs(g - ref[i]) <= tol)) {
+                        if (first == count) { first = i; fg = g; ft = tol; }
+                        nbad++;
+                    }
+                }
+                if (nbad)
+                    tu_fail("result: first bad index %zu: got %.17g expected %.17g +- %.3g (%zu of %zu elements wrong)",
+                            first, fg, ref[first], ft, nbad, count);
+            }
+            if (!inplace) {
+                check_equal("sendbuf modified", sbuf, input, count, dt);
+                check_guards("sendbuf", sbuf, nb);
+            }
+            check_guards("recvbuf", rbuf, nb);
+            /* collective: the same bits everywhere (only if the call succeeded everywhere) */
+            if (tu_all(st == FR_SUCCESS))
+                TU_CHECK(tu_same_everywhere(tu_hash_bytes(rbuf, nb)), "ranks got different bits");
+        }
+    }
+    tu_free(input); tu_free(sbuf); tu_free(rbuf);
+    free(ref); free(sabs);
+}
+
+/* ---- broadcast ----------------------------------------------------------- */
+
+static void fill_pattern(unsigned char *p, size_t nb, uint64_t salt)
+{
+    size_t j = 0;
+    for (; j + 8 <= nb; j += 8) { uint64_t w = tu_hash3(salt, j, 5); memcpy(p + j, &w, 8); }
+    if (j < nb) { uint64_t w = tu_hash3(salt, j, 5); memcpy(p + j, &w, nb - j); }
+}
+
+static void test_bcast_case(fr_dtype_t dt, size_t count)
+{
+    size_t nb = count * tu_dtype_sizes[dt];
+    unsigned char *expect = tu_alloc(nb), *buf = tu_alloc(nb);
+    for (int root = 0; root < np; root++) {
+        fill_pattern(expect, nb, tu_hash3(dt, count, (uint64_t)root + 1000));
+        for (int c = 0; c < n_bcc; c++) {
+            comm_ent_t *ce = &bc_comms[c];
+            tu_begin("bcast algo=%s dtype=%s count=%zu root=%d", ce->algo ? ce->algo : "default",
+                     tu_dtype_names[dt], count, root);
+            tu_guard_set(buf, nb);
+            if (me == root) memcpy(buf, expect, nb);
+            else memset(buf, 0x5A ^ me, nb);
+            const char *alg = fr_bcast_algorithm(ce->comm, count, dt, root);
+            note_choice(ce, alg, count);
+            fr_status_t st = fr_bcast(buf, count, dt, root, ce->comm);
+            if (TU_CHECK(st == FR_SUCCESS, "fr_bcast returned %s (algorithm %s)", tu_status(st), alg ? alg : "?"))
+                check_equal(me == root ? "root's buffer changed" : "result", buf, expect, count, dt);
+            check_guards("buffer", buf, nb);
+        }
+    }
+    tu_free(expect); tu_free(buf);
+}
+
+/* ---- setup --------------------------------------------------------------- */
+
+static int create_comm(comm_ent_t *ce, const char *algo, int coll)
+{
+    char spec[64];
+    fr_config_t cfg = FR_CONFIG_INIT;
+    memset(ce, 0, sizeof *ce);
+    ce->algo = algo;
+    ce->coll = coll;
+    if (algo) {
+        /* shm and mpi name both collectives: force only the one under test */
+        if (!strcmp(algo, "shm") || !strcmp(algo, "mpi"))
+            snprintf(spec, sizeof spec, "%s=%s", coll == COLL_AR ? "allreduce" : "bcast", algo);
+        else
+            snprintf(spec, sizeof spec, "%s", algo);
+        cfg.algo = spec;
+    }
+    cfg.node_size = cfg_node_size;
+    tu_begin("fr_comm_create algo=%s", algo ? algo : "default");
+    fr_comm_t c = NULL;
+    fr_status_t st = fr_comm_create(MPI_COMM_WORLD, &cfg, &c);
+    if (!TU_CHECK(st == FR_SUCCESS && c, "fr_comm_create returned %s", tu_status(st))) return 0;
+    TU_CHECK(fr_comm_rank(c) == me && fr_comm_size(c) == np, "fr_comm_rank/size = %d/%d, expected %d/%d",
+             fr_comm_rank(c), fr_comm_size(c), me, np);
+    ce->comm = c;
+    return 1;
+}
+
+static void report_forced(comm_ent_t *ce)
+{
+    if (!ce->algo) return;
+    tu_begin("%s algo=%s ran when forced", ce->coll == COLL_AR ? "allreduce" : "bcast", ce->algo);
+    int shm_multi = strcmp(ce->algo, "shm") == 0 && nnodes > 1;
+    if (np >= 2 && !shm_multi)
+        TU_CHECK(ce->ran > 0, "forced algorithm %s never ran (declined all %ld calls, fell back to %s)",
+                 ce->algo, ce->calls, ce->fallback);
+    if (me == 0 && ce->declined)
+        printf("note: forced %s declined %ld of %ld calls (last fallback: %s)\n", ce->algo, ce->declined,
+               ce->calls, ce->fallback);
+}
+
+static void usage(void)
+{
+    if (me == 0) fprintf(stderr, "usage: test_coll [--quick] [--algo NAME] [--node-size N]\n");
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    tu_init("test_coll");
+    np = tu.size;
+    me = tu.rank;
+    const char *only = NULL;
+    const char *q = getenv("FASTREDUCE_TEST_QUICK");
+    quick = q && *q && strcmp(q, "0") != 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--algo") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--node-size") && i + 1 < argc) cfg_node_size = atoi(argv[++i]);
+        else { usage(); MPI_Finalize(); return 2; }
+    }
+    nnodes = tu_expected_nnodes(cfg_node_size);
+    double t0 = MPI_Wtime();
+
+    int known = !only || !strcmp(only, "default");
+    for (int a = 0; a < N_AR; a++)
+        if (!only || !strcmp(only, ar_algs[a])) { known = 1; if (create_comm(&ar_comms[n_arc], ar_algs[a], COLL_AR)) n_arc++; }
+    for (int a = 0; a < N_BC; a++)
+        if (!only || !strcmp(only, bc_algs[a])) { known = 1; if (create_comm(&bc_comms[n_bcc], bc_algs[a], COLL_BC)) n_bcc++; }
+    if (!only || !strcmp(only, "default")) {
+        if (create_comm(&ar_comms[n_arc], NULL, COLL_AR)) {
+            bc_comms[n_bcc] = ar_comms[n_arc];
+            bc_comms[n_bcc].coll = COLL_BC;
+            n_arc++;
+            n_bcc++;
+        }
+    }
+    if (!known) {
+        if (me == 0) fprintf(stderr, "test_coll: unknown algorithm '%s'\n", only);
+        MPI_Finalize();
+        return 2;
+    }
+    /* a creation that failed on some rank leaves the comms unusable: stop */
+    if (!tu_all(!tu_cur_failed() && tu.nfail_local == 0)) {
+        int rc = tu_finish();
+        MPI_Finalize();
+        return rc ? rc : 1;
+    }
+    if (me == 0)
+        printf("test_coll np=%d: nodes=%d quick=%d, %d allreduce and %d bcast configurations\n", np, nnodes,
+               quick, n_arc, n_bcc);
+
+    /* allreduce: every dtype x op at small and awkward counts */
+    size_t small_counts[] = { 0, 1, 7, (size_t)np - 1, (size_t)np + 1, 1027 };
+    const int nsmall = (int)(sizeof small_counts / sizeof small_counts[0]);
+    if (n_arc) {
+        for (int dt = 0; dt < FR_DTYPE_COUNT; dt++)
+            for (int op = 0; op < FR_OP_COUNT; op++)
+                for (int k = 0; k < nsmall; k++)
+                    test_allreduce_case((fr_dtype_t)dt, (fr_op_t)op, small_counts[k]);
+        if (!quick) {
+            static const struct { fr_dtype_t dt; fr_op_t op; size_t count; } big[] = {
+                { FR_FLOAT32, FR_SUM, 1000003 }, { FR_INT64, FR_MAX, 1000003 },
+                { FR_UINT8, FR_PROD, 1000003 }, { FR_BFLOAT16, FR_AVG, 1000003 },
+                { FR_FLOAT32, FR_SUM, 8u << 20 }, { FR_INT32, FR_SUM, 8u << 20 },
+            };
+            for (size_t b = 0; b < sizeof big / sizeof big[0]; b++)
+                test_allreduce_case(big[b].dt, big[b].op, big[b].count);
+        }
+        test_random(FR_FLOAT32, quick ? 10007 : 200003);
+        test_random(FR_FLOAT64, quick ? 10007 : 200003);
+    }
+    double t1 = MPI_Wtime();
+
+    /* bcast: bytes matter, so a few element sizes, every root */
+    if (n_bcc) {
+        static const fr_dtype_t bdt[] = { FR_INT8, FR_FLOAT16, FR_INT32, FR_FLOAT32, FR_FLOAT64 };
+        for (size_t d = 0; d < sizeof bdt / sizeof bdt[0]; d++)
+            for (int k = 0; k < nsmall; k++)
+                test_bcast_case(bdt[d], small_counts[k]);
+        if (!quick) {
+            test_bcast_case(FR_INT8, 1000003);
+            test_bcast_case(FR_FLOAT64, 1000003);
+            test_bcast_case(FR_INT8, 8u << 20);   /* 8 MiB */
+        }
+    }
+    double t2 = MPI_Wtime();
+
+    for (int c = 0; c < n_arc; c++) report_forced(&ar_comms[c]);
+    for (int c = 0; c < n_bcc; c++) report_forced(&bc_comms[c]);
+    tu_begin("every rank reported the same algorithms");
+    TU_CHECK(tu_same_everywhere(sel_hash), "the algorithm names reported differ between ranks");
+
+    for (int c = 0; c < n_arc; c++) {
+        tu_begin("fr_comm_destroy algo=%s", ar_comms[c].algo ? ar_comms[c].algo : "default");
+        fr_status_t st = fr_comm_destroy(ar_comms[c].comm);
+        TU_CHECK(st == FR_SUCCESS, "fr_comm_destroy returned %s", tu_status(st));
+    }
+    for (int c = 0; c < n_bcc; c++) {
+        if (!bc_comms[c].algo) continue;  /* the default comm was destroyed above */
+        tu_begin("fr_comm_destroy algo=%s", bc_comms[c].algo);
+        fr_status_t st = fr_comm_destroy(bc_comms[c].comm);
+        TU_CHECK(st == FR_SUCCESS, "fr_comm_destroy returned %s", tu_status(st));
+    }
+    if (me == 0)
+        printf("test_coll np=%d: allreduce %.1f s, bcast %.1f s\n", np, t1 - t0, t2 - t1);
+    int rc = tu_finish();
+    MPI_Finalize();
+    return rc;
+}
