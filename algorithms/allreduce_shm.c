@@ -34,6 +34,9 @@ static void small(fr_call_t *call, fr_comm_t comm)
 
 static void large(fr_call_t *call, fr_comm_t comm)
 {
+    /* A result larger than a good part of the cache is written with
+     * streaming stores: it saves reading the destination lines first. */
+    void (*copy_out)(void *, const void *, size_t) = call->bytes >= FR_STREAM_MIN ? fr_copy_stream : fr_copy;
     fr_shm_t *s = comm->shm;
     const int l = s->lsize, me = s->lrank;
     const size_t es = fr_dtype_size(call->dtype);
@@ -56,26 +59,27 @@ static void large(fr_call_t *call, fr_comm_t comm)
         fr_shm_post(s, FR_SHM_F_ARRIVE, R);
         fr_shm_wait_all(s, FR_SHM_F_ARRIVE, R, comm->spin);
 
-        /* My slice: my own values (from my buffer) combined with every other rank's copy. */
-        char *out = recv + (off + so) * es;
+        /* My slice: my own values (from the send buffer) combined with every
+         * other rank's copy, written into my slot, where all ranks (me too)
+         * copy it from. */
+        char *res = mine + so * es;
         const char *own = send + (off + so) * es;
         int first = 1;
         for (int j = 0; j < l; j++) {
             if (j == me) continue;
             const char *src = bufs + (size_t)j * s->red_slot + so * es;
-            if (first) fr_reduce3(out, own, src, sl, call->dtype, call->op);
-            else fr_reduce(out, src, sl, call->dtype, call->op);
+            if (first) fr_reduce3(res, own, src, sl, call->dtype, call->op);
+            else fr_reduce(res, src, sl, call->dtype, call->op);
             first = 0;
         }
-        fr_copy(mine + so * es, out, sl * es);
         fr_shm_post(s, FR_SHM_F_REDUCED, R);
 
-        for (int j = 0; j < l; j++) {
-            if (j == me) continue;
+        for (int k = 0; k < l; k++) {
+            int j = (me + k) % l;   /* my own slice first: it is ready */
             size_t jo, jl;
             fr_block(n, l, j, &jo, &jl);
-            fr_shm_wait_one(s, j, FR_SHM_F_REDUCED, R, comm->spin);
-            fr_copy(recv + (off + jo) * es, bufs + (size_t)j * s->red_slot + jo * es, jl * es);
+            if (j != me) fr_shm_wait_one(s, j, FR_SHM_F_REDUCED, R, comm->spin);
+            copy_out(recv + (off + jo) * es, bufs + (size_t)j * s->red_slot + jo * es, jl * es);
         }
     }
 }

@@ -6,6 +6,8 @@
 #include "copy.h"
 #include "shm.h"
 
+#define DEFAULT_CHUNK (256u * 1024u)
+
 static fr_status_t check(const fr_call_t *call, const struct fr_comm *comm)
 {
     if (call->mem != FR_MEM_HOST || comm->nnodes != 1) return FR_ERR_NOT_SUPPORTED;
@@ -16,7 +18,9 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 {
     fr_shm_t *s = comm->shm;
     if (comm->size == 1) return FR_SUCCESS;
-    size_t chunk = call->chunk && call->chunk < s->bc_slot ? call->chunk : s->bc_slot;
+    size_t chunk = call->chunk ? call->chunk : DEFAULT_CHUNK;
+    if (chunk > s->bc_slot) chunk = s->bc_slot;
+    void (*copy_out)(void *, const void *, size_t) = call->bytes >= FR_STREAM_MIN ? fr_copy_stream : fr_copy;
     int root = comm->rank_local[call->root];
     char *data = call->recvbuf;
     size_t off = 0;
@@ -30,7 +34,7 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
             fr_shm_post(s, FR_SHM_F_BREADY, R);
         } else {
             fr_shm_wait_one(s, root, FR_SHM_F_BREADY, R, comm->spin);
-            fr_copy(data + off, buf, n);
+            copy_out(data + off, buf, n);
         }
         fr_shm_post(s, FR_SHM_F_BACK, R);
         off += n;
@@ -40,6 +44,6 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 
 const fr_alg_t fr_alg_bcast_shm = {
     .name = "shm", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_HOST, .check = check, .run = run,
-    .desc = "single node: the root streams chunks through a ring of 8 shared-memory buffers "
-            "(chunk = FASTREDUCE_SHM_SIZE x ranks / 8 at most)",
+    .desc = "single node: the root streams chunks through a ring of 8 shared-memory buffers; "
+            "chunk=256K (at most FASTREDUCE_SHM_SIZE x ranks / 8)",
 };

@@ -7,6 +7,9 @@
 
 #include <stddef.h>
 
+/* Results of at least this many bytes are written with streaming stores. */
+#define FR_STREAM_MIN (8u << 20)
+
 /* Copy @p n bytes (no overlap) with ordinary stores: the data stays in cache
  * for a reader that comes soon. */
 void fr_copy(void *dst, const void *src, size_t n);
