@@ -694,19 +694,19 @@ Test(default_table, parses_cleanly_and_covers_every_call)
         cr_assert(i_ >= 0 && strcmp(NAME(i_), name) == 0, "(%d,%u,%d,%d,%llu): %s, expected %s", \
                   coll, mem, nodes, ppn, (unsigned long long)(bytes), NAME(i_), name); } while (0)
     EXPECT(A, H, 1, 8, 1 * M, "shm");
-    EXPECT(A, H, 1, 1, 8, "mpi");
+    EXPECT(A, H, 1, 1, 8, "shm");
     EXPECT(A, H, 2, 4, 0, "recursive_doubling");
-    EXPECT(A, H, 2, 4, 16 * K, "recursive_doubling");
-    EXPECT(A, H, 2, 4, 16 * K + 1, "rabenseifner");
-    EXPECT(A, H, 4, 1, M, "rabenseifner");
-    EXPECT(A, H, 4, 1, M + 1, "ring");
-    EXPECT(A, H, 64, 8, FR_INF, "ring");
+    EXPECT(A, H, 2, 4, 64 * K, "recursive_doubling");
+    EXPECT(A, H, 2, 4, 64 * K + 1, "ring");
+    EXPECT(A, H, 4, 1, 8 * M, "ring");
+    EXPECT(A, H, 4, 1, 8 * M + 1, "rabenseifner");
+    EXPECT(A, H, 64, 8, FR_INF, "rabenseifner");
     EXPECT(A, C, 4, 8, 1 * M, "mpi");
     EXPECT(B, H, 1, 2, 4, "shm");
-    EXPECT(B, H, 2, 1, 32 * K, "binomial");
-    EXPECT(B, H, 2, 1, 32 * K + 1, "scatter_allgather");
+    EXPECT(B, H, 2, 1, 512 * K, "binomial");
+    EXPECT(B, H, 2, 1, 512 * K + 1, "pipeline");
     EXPECT(B, C, 2, 1, 8, "mpi");
-    EXPECT(B, H, 1, 1, 8, "mpi");
+    EXPECT(B, H, 1, 1, 8, "shm");
     /* Every (collective, memory) has a rule for every shape. */
     for (int coll = 0; coll < FR_COLL_COUNT; coll++)
         for (unsigned mem = 1; mem <= 2; mem++)
