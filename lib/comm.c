@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 /* Communicator lifecycle: create (node grouping, table, UCX, shm), destroy. */
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +13,45 @@
 #include "shm.h"
 #include "topology.h"
 
+/* The live communicators: a handle is checked against this list before it
+ * is read, so a destroyed (freed) handle is refused instead of read. Lookups
+ * take no lock; slots change only in create and destroy. */
+#define FR_MAX_COMMS 4096
+static struct fr_comm *live[FR_MAX_COMMS];
+static int live_hwm;
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int live_add(struct fr_comm *c)
+{
+    int ok = 0;
+    pthread_mutex_lock(&live_lock);
+    for (int i = 0; i < FR_MAX_COMMS && !ok; i++)
+        if (!__atomic_load_n(&live[i], __ATOMIC_RELAXED)) {
+            __atomic_store_n(&live[i], c, __ATOMIC_RELEASE);
+            if (i >= live_hwm) __atomic_store_n(&live_hwm, i + 1, __ATOMIC_RELEASE);
+            ok = 1;
+        }
+    pthread_mutex_unlock(&live_lock);
+    return ok;
+}
+
+static void live_remove(struct fr_comm *c)
+{
+    pthread_mutex_lock(&live_lock);
+    for (int i = 0; i < live_hwm; i++)
+        if (live[i] == c) __atomic_store_n(&live[i], NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&live_lock);
+}
+
 fr_status_t fr_comm_check(const struct fr_comm *comm)
 {
     if (!comm) return FR_ERROR(FR_ERR_BAD_COMM, "communicator is NULL");
-    if (comm->magic != FR_COMM_MAGIC)
-        return FR_ERROR(FR_ERR_BAD_COMM, "communicator %p is not a live fastreduce communicator", (void *)comm);
-    return FR_SUCCESS;
+    int n = __atomic_load_n(&live_hwm, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (__atomic_load_n(&live[i], __ATOMIC_ACQUIRE) == comm && comm->magic == FR_COMM_MAGIC)
+            return FR_SUCCESS;
+    return FR_ERROR(FR_ERR_BAD_COMM, "communicator %p is not a live fastreduce communicator "
+                    "(never created, or already destroyed)", (const void *)comm);
 }
 
 int fr_comm_rank(fr_comm_t comm) { return fr_comm_check(comm) == FR_SUCCESS ? comm->rank : -1; }
@@ -60,13 +94,19 @@ fr_status_t fr_agree(MPI_Comm comm, fr_status_t st, const char *what)
     return FR_SUCCESS;
 }
 
-/* The core count this process may run on. */
-static int usable_cores(void)
+/* The cores the node's ranks may run on together: the union of their
+ * affinity masks (a rank bound to one core still shares the node's cores). */
+static int node_cores(MPI_Comm node_comm)
 {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    cpu_set_t mine, all;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        return n > 0 ? (int)n : 1;
+    }
+    if (PMPI_Allreduce(&mine, &all, (int)sizeof mine, MPI_BYTE, MPI_BOR, node_comm) != MPI_SUCCESS)
+        return CPU_COUNT(&mine);
+    return CPU_COUNT(&all);
 }
 
 static void free_comm(struct fr_comm *c)
@@ -120,11 +160,19 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
 
     FR_CHECK_GOTO(fr_select_load(c, config), st, fail);
     c->spin = (uint64_t)fr_env_int("FASTREDUCE_SPIN");
-    if (!fr_env("FASTREDUCE_SPIN") && c->local_size > usable_cores()) c->spin = 20; /* oversubscribed: yield soon */
+    if (!fr_env("FASTREDUCE_SPIN") && c->local_size > node_cores(c->node_comm))
+        c->spin = 20; /* oversubscribed: yield soon */
     FR_CHECK_GOTO(fr_ucx_create(c), st, fail);
     FR_CHECK_GOTO(fr_shm_create(c), st, fail);
     FR_CHECK_GOTO(fr_mpi_ops_get(), st, fail);
     c->magic = FR_COMM_MAGIC;
+    st = fr_agree(c->mpi, live_add(c) ? FR_SUCCESS : FR_ERROR(FR_ERR_NO_MEMORY, "more than %d live communicators",
+                                                              FR_MAX_COMMS), "communicator registration");
+    if (st != FR_SUCCESS) {
+        live_remove(c);
+        fr_mpi_ops_put();
+        goto fail;
+    }
     if (c->rank == 0)
         FR_INFO(FR_SUB_INIT, "communicator of %d ranks on %d node(s), %d per node at most, spin %lu",
                 c->size, c->nnodes, c->ppn, (unsigned long)c->spin);
@@ -145,6 +193,7 @@ fr_status_t fr_comm_destroy(fr_comm_t comm)
     /* Every rank finishes its last collective before any endpoint closes. */
     if (!fin && PMPI_Barrier(comm->mpi) != MPI_SUCCESS)
         st = FR_ERROR(FR_ERR_MPI, "fr_comm_destroy: MPI_Barrier failed");
+    live_remove(comm);
     free_comm(comm);
     fr_mpi_ops_put();
     return st;

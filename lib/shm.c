@@ -1,4 +1,5 @@
 /* The node's shared-memory segment (see shm.h). */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -62,6 +63,64 @@ static size_t layout(fr_shm_t *s, size_t per_rank)
     return off;
 }
 
+/* Create (local rank 0) and map (every local rank) the segment, by memfd
+ * or by name. Returns 0, an errno value (the same on every rank), or -1 if
+ * MPI failed. */
+static int map_segment(struct fr_comm *comm, fr_shm_t *s, int use_memfd)
+{
+    struct { int err; long pid; int fd; char name[80]; } msg;
+    memset(&msg, 0, sizeof msg);
+    int fd = -1, err = 0;
+    if (s->lrank == 0) {
+        if (use_memfd) {
+            fd = memfd_create("fastreduce", MFD_CLOEXEC);
+        } else {
+            static unsigned counter;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            snprintf(msg.name, sizeof msg.name, "/fastreduce-%ld-%u-%lx", (long)getpid(), counter++,
+                     (unsigned long)ts.tv_nsec);
+            fd = shm_open(msg.name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        }
+        if (fd < 0) err = errno;
+        else if ((err = posix_fallocate(fd, 0, (off_t)s->size)) != 0) {
+            close(fd);
+            fd = -1;
+            if (!use_memfd) shm_unlink(msg.name);
+        }
+        msg.err = err;
+        msg.pid = (long)getpid();
+        msg.fd = fd;
+    }
+    if (PMPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, comm->node_comm) != MPI_SUCCESS) {
+        if (fd >= 0) close(fd);
+        if (s->lrank == 0 && !use_memfd && !err) shm_unlink(msg.name);
+        return -1;
+    }
+    if (msg.err) return msg.err;
+    if (s->lrank != 0) {
+        char path[64];
+        if (use_memfd) snprintf(path, sizeof path, "/proc/%ld/fd/%d", msg.pid, msg.fd);
+        fd = use_memfd ? open(path, O_RDWR | O_CLOEXEC) : shm_open(msg.name, O_RDWR, 0600);
+        if (fd < 0) err = errno;
+    }
+    if (fd >= 0) {
+        s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (s->base == MAP_FAILED) { err = errno; s->base = NULL; }
+    }
+    /* Everyone has mapped it (or failed): the creator's descriptor, which the
+     * others opened through /proc, may close, and a named segment is
+     * unlinked now. */
+    int any = 0;
+    int rc = PMPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, comm->node_comm);
+    if (fd >= 0) close(fd);
+    if (s->lrank == 0 && !use_memfd) shm_unlink(msg.name);
+    if (rc == MPI_SUCCESS && !any) return 0;
+    if (s->base) munmap(s->base, s->size);
+    s->base = NULL;
+    return rc != MPI_SUCCESS ? -1 : any;
+}
+
 fr_status_t fr_shm_create(struct fr_comm *comm)
 {
     comm->shm = NULL;
@@ -74,56 +133,24 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     if (per_rank < 65536) per_rank = 65536;
     s->size = layout(s, per_rank);
 
-    char name[96] = {0};
-    int err = 0, fd = -1;
-    if (s->lrank == 0) {
-        static unsigned counter;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        snprintf(name, sizeof name, "/fastreduce-%ld-%u-%lx", (long)getpid(), counter++,
-                 (unsigned long)ts.tv_nsec);
-        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-        if (fd < 0) err = errno;
-        else if ((err = posix_fallocate(fd, 0, (off_t)s->size)) != 0) {
-            close(fd);
-            fd = -1;
-            shm_unlink(name);
-        }
+    /* First an anonymous memfd, which peers open through /proc/PID/fd/N:
+     * it never has a name, so nothing can be left behind whatever happens.
+     * Where that is refused (another PID namespace, no memfd), a POSIX
+     * segment that is unlinked as soon as every rank has mapped it. */
+    int err = map_segment(comm, s, 1);
+    if (err) {
+        FR_INFO(FR_SUB_SHM, "shm: memfd sharing failed (%s); using a /dev/shm segment", strerror(err));
+        err = map_segment(comm, s, 0);
     }
-    /* Local rank 0 tells the others the name, or that it failed. */
-    struct { int err; char name[96]; } msg;
-    msg.err = err;
-    memcpy(msg.name, name, sizeof name);
-    if (PMPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, comm->node_comm) != MPI_SUCCESS) {
-        if (fd >= 0) { close(fd); shm_unlink(name); }
+    if (err < 0) {
         free(s);
-        return FR_ERROR(FR_ERR_MPI, "shm: MPI_Bcast of the segment name failed");
+        return FR_ERROR(FR_ERR_MPI, "shm: an MPI call failed while sharing the node's segment");
     }
-    if (msg.err) {
+    if (err) {
         size_t size = s->size;
         free(s);
-        return FR_ERROR(FR_ERR_SYSTEM, "shm: cannot create a %zu-byte segment in /dev/shm: %s",
-                        size, strerror(msg.err));
-    }
-    if (s->lrank != 0) {
-        fd = shm_open(msg.name, O_RDWR, 0600);
-        if (fd < 0) err = errno;
-    }
-    if (fd >= 0) {
-        s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (s->base == MAP_FAILED) { err = errno; s->base = NULL; }
-        close(fd);
-    }
-    /* Everyone has mapped it (or failed): unlink it now, so a rank killed
-     * later leaves nothing behind in /dev/shm. */
-    int any_err = 0;
-    int rc = PMPI_Allreduce(&err, &any_err, 1, MPI_INT, MPI_MAX, comm->node_comm);
-    if (s->lrank == 0) shm_unlink(msg.name);
-    if (rc != MPI_SUCCESS || any_err) {
-        if (s->base) munmap(s->base, s->size);
-        free(s);
-        return FR_ERROR(rc != MPI_SUCCESS ? FR_ERR_MPI : FR_ERR_SYSTEM,
-                        "shm: mapping the node's segment failed: %s", strerror(any_err ? any_err : EIO));
+        return FR_ERROR(FR_ERR_SYSTEM, "shm: cannot share a %zu-byte segment among the node's ranks: %s",
+                        size, strerror(err));
     }
     layout(s, per_rank);
     comm->shm = s;

@@ -73,7 +73,7 @@ run_one() {
     launcher+=($EXTRA -n "$np")
     local t0=$SECONDS rc
     # shellcheck disable=SC2086
-    env $envs timeout -k 15 "$TIMEOUT" "${launcher[@]}" "$BIN/$prog" $args </dev/null >"$log" 2>&1
+    env $envs timeout -k 15 "$TIMEOUT" "${launcher[@]}" ${RUN_WRAP:-} "$BIN/$prog" $args </dev/null >"$log" 2>&1
     rc=$?
     local dt=$((SECONDS - t0))
     local line what="np=$np ${envs:+$envs }$prog${args:+ $args}"
@@ -141,6 +141,34 @@ done
 for np in 2 3 4; do
     run_one "$np" "" test_select
 done
+# Nodes named per rank with FASTREDUCE_HOSTID, interleaved (0,2,4 | 1,3,5).
+SRCDIR=${srcdir:-$(dirname "$0")/..}
+for np in 3 4; do
+    RUN_WRAP="$SRCDIR/mpi/hostid_wrap.sh" run_one "$np" "" test_coll --quick
+done
+
+# The logger: FASTREDUCE_DEBUG=INFO into FASTREDUCE_DEBUG_FILE, one file per
+# process (%h host, %p pid), rank 0's naming each call's algorithm.
+dbg="$LOGDIR/debug-file"
+rm -rf "$dbg"; mkdir -p "$dbg"
+run_one 2 "FASTREDUCE_DEBUG=INFO FASTREDUCE_DEBUG_FILE=$dbg/fr.%h.%p.log" test_select
+nfiles=$(ls "$dbg" | grep -c "^fr\.$(hostname)\.[0-9]*\.log$")
+calls=$(cat "$dbg"/*.log 2>/dev/null | grep -cE ":0 fastreduce INFO #[0-9]+ (allreduce|bcast) [0-9]+ bytes .* -> [a-z_]+ \(")
+if [ "$nfiles" = 2 ] && [ "$calls" -gt 10 ]; then
+    echo "PASS: debug file: $nfiles files, $calls per-call lines from rank 0"; total_pass=$((total_pass + 1))
+else
+    echo "FAIL: debug file: $nfiles files (want 2), $calls per-call lines from rank 0 (want > 10) in $dbg"
+    total_fail=$((total_fail + 1)); launch_fail=$((launch_fail + 1))
+fi
+
+# Every segment was unlinked as soon as it was mapped: nothing of ours is left.
+left=$(ls /dev/shm 2>/dev/null | grep -c '^fastreduce-')
+if [ "$left" = 0 ]; then
+    echo "PASS: /dev/shm holds no fastreduce segment after the launches"; total_pass=$((total_pass + 1))
+else
+    echo "FAIL: /dev/shm holds $left fastreduce segment(s): $(ls /dev/shm | grep '^fastreduce-' | head -3)"
+    total_fail=$((total_fail + 1)); launch_fail=$((launch_fail + 1))
+fi
 
 echo "run_mpi.sh: $nlaunch launches, $launch_fail failed, $((SECONDS - t_start)) s"
 echo "$total_pass passed, $total_fail failed"

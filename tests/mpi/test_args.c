@@ -216,6 +216,21 @@ static void test_create(void)
         MPI_Comm_free(&inter);
         MPI_Comm_free(&half);
     }
+
+    /* a destroyed handle is refused, not read */
+    tu_begin("calls on a destroyed communicator");
+    fr_comm_t d = NULL;
+    st = fr_comm_create(MPI_COMM_WORLD, NULL, &d);
+    expect_status(st, FR_SUCCESS);
+    if (st == FR_SUCCESS) {
+        expect_status(fr_comm_destroy(d), FR_SUCCESS);
+        float x[4] = {1, 2, 3, 4};
+        expect_status(fr_allreduce(FR_IN_PLACE, x, 4, FR_FLOAT32, FR_SUM, d), FR_ERR_BAD_COMM);
+        TU_CHECK(x[0] == 1 && x[3] == 4, "the buffer changed: %g %g", x[0], x[3]);
+        expect_status(fr_bcast(x, 4, FR_FLOAT32, 0, d), FR_ERR_BAD_COMM);
+        expect_status(fr_comm_destroy(d), FR_ERR_BAD_COMM);
+        TU_CHECK(fr_comm_size(d) == -1, "fr_comm_size of a destroyed handle is %d", fr_comm_size(d));
+    }
 }
 
 /* An unknown algorithm name: a warning, and a working communicator. */
