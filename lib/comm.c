@@ -104,7 +104,9 @@ static int node_cores(MPI_Comm node_comm)
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         return n > 0 ? (int)n : 1;
     }
-    if (PMPI_Allreduce(&mine, &all, (int)sizeof mine, MPI_BYTE, MPI_BOR, node_comm) != MPI_SUCCESS)
+    /* (as unsigned longs: MPICH 4.0 refuses MPI_BOR on MPI_BYTE) */
+    if (PMPI_Allreduce(&mine, &all, (int)(sizeof mine / sizeof(unsigned long)), MPI_UNSIGNED_LONG, MPI_BOR,
+                       node_comm) != MPI_SUCCESS)
         return CPU_COUNT(&mine);
     return CPU_COUNT(&all);
 }
