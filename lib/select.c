@@ -171,6 +171,7 @@ const char *fr_allreduce_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtyp
     fr_call_t call;
     int rule;
     if (prepare_allreduce(&dummy, &dummy + 1, 0, dtype, op, comm, &call) != FR_SUCCESS) return NULL;
+    if (count > (size_t)PTRDIFF_MAX / fr_dtype_size(dtype)) return NULL;
     call.count = count;
     call.bytes = count * fr_dtype_size(dtype);
     return choose(comm, &call, &rule)->name;
@@ -181,6 +182,7 @@ const char *fr_bcast_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, i
     fr_call_t call;
     int rule;
     if (prepare_bcast(NULL, 0, dtype, root, comm, &call) != FR_SUCCESS) return NULL;
+    if (count > (size_t)PTRDIFF_MAX / fr_dtype_size(dtype)) return NULL;
     call.count = count;
     call.bytes = count * fr_dtype_size(dtype);
     return choose(comm, &call, &rule)->name;
