@@ -162,7 +162,9 @@ int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm 
 
 /**
  * The name of the algorithm that fr_allreduce() would run for these
- * arguments on @p comm (the same on every rank), or NULL for a bad handle or arguments (unknown type or op, a root out of range, a count that overflows).
+ * arguments on @p comm (the same on every rank), or NULL for a bad handle
+ * or bad arguments (unknown type or op, a root out of range, a count that
+ * overflows).
  * Useful for benchmarks and logs; it moves no data.
  */
 const char *fr_allreduce_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op);
