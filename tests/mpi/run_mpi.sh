@@ -151,7 +151,7 @@ done
 # process (%h host, %p pid), rank 0's naming each call's algorithm.
 dbg="$LOGDIR/debug-file"
 rm -rf "$dbg"; mkdir -p "$dbg"
-run_one 2 "FASTREDUCE_DEBUG=INFO FASTREDUCE_DEBUG_FILE=$dbg/fr.%h.%p.log" test_select
+run_one 2 "FASTREDUCE_DEBUG=INFO FASTREDUCE_DEBUG_FILE=$dbg/fr.%h.%p.log" test_coll --quick --algo shm
 nfiles=$(ls "$dbg" | grep -c "^fr\.$(hostname)\.[0-9]*\.log$")
 calls=$(cat "$dbg"/*.log 2>/dev/null | grep -cE ":0 fastreduce INFO #[0-9]+ (allreduce|bcast) [0-9]+ bytes .* -> [a-z_]+ \(")
 if [ "$nfiles" = 2 ] && [ "$calls" -gt 10 ]; then

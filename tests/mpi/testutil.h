@@ -348,6 +348,26 @@ TU_FN int tu_expected_nnodes(int cfg_node_size)
         ns = e && *e ? atoi(e) : 0;
     }
     if (ns > 0) return (tu.size + ns - 1) / ns;
+    /* FASTREDUCE_HOSTID on any rank: nodes are the distinct names (a rank
+     * without one is named by its host). */
+    const char *hid = getenv("FASTREDUCE_HOSTID");
+    int any = hid && *hid, anyall = 0;
+    MPI_Allreduce(&any, &anyall, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (anyall) {
+        char mine[64] = {0}, *all = calloc((size_t)tu.size, 64);
+        int len, distinct = 0;
+        if (any) snprintf(mine, sizeof mine, "%s", hid);
+        else MPI_Get_processor_name(mine, &len);
+        mine[63] = '\0';
+        MPI_Allgather(mine, 64, MPI_CHAR, all, 64, MPI_CHAR, MPI_COMM_WORLD);
+        for (int r = 0; r < tu.size; r++) {
+            int seen = 0;
+            for (int q = 0; q < r && !seen; q++) seen = !strncmp(all + 64 * q, all + 64 * r, 64);
+            distinct += !seen;
+        }
+        free(all);
+        return distinct;
+    }
     MPI_Comm node;
     int lrank, nn = 0;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
