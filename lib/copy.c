@@ -10,6 +10,7 @@ void fr_copy(void *restrict dst, const void *restrict src, size_t n)
     char *d = dst;
     const char *s = src;
     size_t i = 0;
+    if (n == 0) return;  /* buffers may be NULL then */
     if (n < 256) {
         memcpy(d, s, n);
         return;
