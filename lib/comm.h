@@ -10,6 +10,7 @@
 
 typedef enum { FR_COLL_ALLREDUCE = 0, FR_COLL_BCAST, FR_COLL_COUNT } fr_coll_t;
 typedef enum { FR_MEM_HOST = 1u, FR_MEM_CUDA = 2u } fr_mem_t;
+#define FR_MEM_ALL ((unsigned)(FR_MEM_HOST | FR_MEM_CUDA))
 
 /* One collective call, as the algorithms see it. */
 typedef struct fr_call {

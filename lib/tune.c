@@ -1,4 +1,5 @@
-/* The selection table: parsing, matching and printing of tuning rules.
+/* The selection table: parsing and matching of tuning rules (printing is
+ * in tune_print.c).
  * The format is specified in docs/tuning.md; this file is its only parser. */
 #include <errno.h>
 #include <stdarg.h>
@@ -10,16 +11,12 @@
 #include "comm.h"
 #include "log.h"
 
-#define FR_MEM_ALL ((unsigned)(FR_MEM_HOST | FR_MEM_CUDA))
 #define FR_FANOUT_MIN 2
 #define FR_FANOUT_MAX 64
 #define FR_QUOTE_MAX 48     /* bytes of offending text quoted in a message */
 #define FR_MSG_MAX 1024
 
 static const char *const coll_names[FR_COLL_COUNT] = { "allreduce", "bcast" };
-static const char *const src_names[FR_SRC_COUNT] = {
-    "FASTREDUCE_ALGO", "FASTREDUCE_TUNE", "FASTREDUCE_TUNE_FILE", "default"
-};
 
 /* ---- diagnostics -------------------------------------------------------- */
 
@@ -758,80 +755,4 @@ out:
     if (nbad)
         *nbad = c.nbad;
     return st;
-}
-
-/* ---- printing ----------------------------------------------------------- */
-
-static const char *fmt_value(char *buf, size_t size, uint64_t v, int is_size)
-{
-    static const char sfx[] = "KMGTPE";
-    int k = 0;
-    if (v == FR_INF)
-        return snprintf(buf, size, "inf"), buf;
-    if (is_size && v)
-        while (k < 6 && (v & 1023u) == 0) {
-            v >>= 10;
-            k++;
-        }
-    if (k)
-        snprintf(buf, size, "%llu%c", (unsigned long long)v, sfx[k - 1]);
-    else
-        snprintf(buf, size, "%llu", (unsigned long long)v);
-    return buf;
-}
-
-static const char *fmt_range(char *buf, size_t size, const fr_range_t *r, int is_size)
-{
-    char a[32], b[32];
-    if (r->lo == 0 && r->hi == FR_INF)
-        snprintf(buf, size, "*");
-    else if (r->lo == r->hi)
-        snprintf(buf, size, "%s", fmt_value(a, sizeof a, r->lo, is_size));
-    else
-        snprintf(buf, size, "%s-%s", fmt_value(a, sizeof a, r->lo, is_size),
-                 fmt_value(b, sizeof b, r->hi, is_size));
-    return buf;
-}
-
-char *fr_rule_format(const fr_rule_t *r, char *buf, size_t len)
-{
-    char nodes[72], ppn[72], bytes[72], chunk[48] = "", fanout[24] = "", v[32];
-    if (!buf || len == 0)
-        return buf;
-    if (!r) {
-        buf[0] = '\0';
-        return buf;
-    }
-    const char *coll = r->coll >= 0 && r->coll < FR_COLL_COUNT ? coll_names[r->coll] : "?";
-    const char *mem = (r->mem & FR_MEM_ALL) == FR_MEM_ALL ? "*" :
-                      (r->mem & FR_MEM_ALL) == FR_MEM_HOST ? "host" :
-                      (r->mem & FR_MEM_ALL) == FR_MEM_CUDA ? "cuda" : "?";
-    const char *alg = r->alg >= 0 && r->alg < fr_nalgs && fr_algs[r->alg] && fr_algs[r->alg]->name ?
-                      fr_algs[r->alg]->name : "?";
-    if (r->chunk)
-        snprintf(chunk, sizeof chunk, " chunk=%s", fmt_value(v, sizeof v, r->chunk, 1));
-    if (r->fanout)
-        snprintf(fanout, sizeof fanout, " fanout=%d", r->fanout);
-    snprintf(buf, len, "%-12s %-6s %-6s %-6s %-12s %s%s%s", coll, mem,
-             fmt_range(nodes, sizeof nodes, &r->nodes, 0), fmt_range(ppn, sizeof ppn, &r->ppn, 0),
-             fmt_range(bytes, sizeof bytes, &r->bytes, 1), alg, chunk, fanout);
-    return buf;
-}
-
-void fr_table_print(const fr_table_t *t, FILE *f)
-{
-    char line[512];
-    if (!f)
-        return;
-    fprintf(f, "# fastreduce tuning table v1\n");
-    fprintf(f, "# %-10s %-6s %-6s %-6s %-12s %s\n", "collective", "memory", "nodes", "ppn", "bytes",
-            "algorithm [key=value ...]");
-    for (int i = 0; t && i < t->n; i++)
-        fprintf(f, "%s  # %s:%d\n", fr_rule_format(&t->rules[i], line, sizeof line),
-                fr_rule_src_name(t->rules[i].src), t->rules[i].line);
-}
-
-const char *fr_rule_src_name(int src)
-{
-    return src >= 0 && src < FR_SRC_COUNT ? src_names[src] : "?";
 }
