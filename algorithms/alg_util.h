@@ -22,6 +22,14 @@ static inline fr_status_t fr_alg_check_host(const fr_call_t *call, const struct 
     return call->mem == FR_MEM_HOST ? FR_SUCCESS : FR_ERR_NOT_SUPPORTED;
 }
 
+/* check() of the shm algorithms: host memory on a single node (or one rank,
+ * where there is nothing to share). */
+static inline fr_status_t fr_alg_check_shm(const fr_call_t *call, const struct fr_comm *comm)
+{
+    if (call->mem != FR_MEM_HOST || comm->nnodes != 1) return FR_ERR_NOT_SUPPORTED;
+    return comm->size == 1 || comm->shm ? FR_SUCCESS : FR_ERR_NOT_SUPPORTED;
+}
+
 /* Elements per chunk: the rule's chunk= (bytes) or @p def_bytes, at least one
  * element and at most @p max elements (max > 0). */
 static inline size_t fr_alg_chunk_elems(const fr_call_t *call, uint64_t def_bytes, size_t elsize,

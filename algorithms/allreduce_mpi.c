@@ -2,15 +2,11 @@
  * interposer never calls itself); the reference and the last fallback. */
 #include <limits.h>
 #include <string.h>
+#include "alg_util.h"
 #include "comm.h"
 #include "log.h"
 #include "mpi_api.h"
 #include "reduce.h"
-
-static fr_status_t check(const fr_call_t *call, const struct fr_comm *comm)
-{
-    return call->mem == FR_MEM_HOST ? FR_SUCCESS : FR_ERR_NOT_SUPPORTED;
-}
 
 static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 {
@@ -31,6 +27,6 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 }
 
 const fr_alg_t fr_alg_allreduce_mpi = {
-    .name = "mpi", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_HOST, .check = check, .run = run,
+    .name = "mpi", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_HOST, .check = fr_alg_check_host, .run = run,
     .desc = "the MPI library's MPI_Allreduce (reference and fallback; counts above INT_MAX in pieces)",
 };

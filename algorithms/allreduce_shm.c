@@ -5,18 +5,13 @@
  * reduces its own slice of the chunk from every rank's copy, publishes the
  * result, and copies the other slices' results out. */
 #include <string.h>
+#include "alg_util.h"
 #include "comm.h"
 #include "reduce.h"
 #include "copy.h"
 #include "shm.h"
 
 #define DEFAULT_CHUNK (512u * 1024u)
-
-static fr_status_t check(const fr_call_t *call, const struct fr_comm *comm)
-{
-    if (call->mem != FR_MEM_HOST || comm->nnodes != 1) return FR_ERR_NOT_SUPPORTED;
-    return comm->size == 1 || comm->shm ? FR_SUCCESS : FR_ERR_NOT_SUPPORTED;
-}
 
 static void small(fr_call_t *call, fr_comm_t comm)
 {
@@ -96,7 +91,7 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 }
 
 const fr_alg_t fr_alg_allreduce_shm = {
-    .name = "shm", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_HOST, .check = check, .run = run,
+    .name = "shm", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_HOST, .check = fr_alg_check_shm, .run = run,
     .desc = "single node, through one shared-memory segment: up to 16K every rank reduces all; above, "
             "each rank reduces its slice of double-buffered chunks (chunk=512K, at most half of "
             "FASTREDUCE_SHM_SIZE)",

@@ -1,12 +1,8 @@
 /* bcast "mpi": the MPI library's own MPI_Bcast of the bytes (through PMPI). */
 #include <limits.h>
+#include "alg_util.h"
 #include "comm.h"
 #include "log.h"
-
-static fr_status_t check(const fr_call_t *call, const struct fr_comm *comm)
-{
-    return call->mem == FR_MEM_HOST ? FR_SUCCESS : FR_ERR_NOT_SUPPORTED;
-}
 
 static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 {
@@ -22,6 +18,6 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 }
 
 const fr_alg_t fr_alg_bcast_mpi = {
-    .name = "mpi", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_HOST, .check = check, .run = run,
+    .name = "mpi", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_HOST, .check = fr_alg_check_host, .run = run,
     .desc = "the MPI library's MPI_Bcast (reference and fallback)",
 };

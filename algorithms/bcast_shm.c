@@ -2,17 +2,12 @@
  * shared segment; the other ranks copy them out as they appear. The root
  * reuses a buffer once every rank has acknowledged it. */
 #include <string.h>
+#include "alg_util.h"
 #include "comm.h"
 #include "copy.h"
 #include "shm.h"
 
 #define DEFAULT_CHUNK (256u * 1024u)
-
-static fr_status_t check(const fr_call_t *call, const struct fr_comm *comm)
-{
-    if (call->mem != FR_MEM_HOST || comm->nnodes != 1) return FR_ERR_NOT_SUPPORTED;
-    return comm->size == 1 || comm->shm ? FR_SUCCESS : FR_ERR_NOT_SUPPORTED;
-}
 
 static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 {
@@ -43,7 +38,7 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 }
 
 const fr_alg_t fr_alg_bcast_shm = {
-    .name = "shm", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_HOST, .check = check, .run = run,
+    .name = "shm", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_HOST, .check = fr_alg_check_shm, .run = run,
     .desc = "single node: the root streams chunks through a ring of 8 shared-memory buffers; "
             "chunk=256K (at most FASTREDUCE_SHM_SIZE x ranks / 8)",
 };
