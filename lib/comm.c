@@ -116,10 +116,12 @@ static void free_comm(struct fr_comm *c)
     fr_shm_destroy(c);
     fr_ucx_destroy(c);
     fr_table_free(&c->table);
-    fr_nodeinfo_t ni = {.rank_node = c->rank_node, .rank_local = c->rank_local, .node_comm = c->node_comm};
-    fr_node_free(&ni);
     int fin = 0;
     MPI_Finalized(&fin);
+    /* After MPI_Finalize no communicator may be freed; the memory still is. */
+    fr_nodeinfo_t ni = {.rank_node = c->rank_node, .rank_local = c->rank_local,
+                        .node_comm = fin ? MPI_COMM_NULL : c->node_comm};
+    fr_node_free(&ni);
     if (!fin && c->mpi != MPI_COMM_NULL) PMPI_Comm_free(&c->mpi);
     free(c->scratch);
     c->magic = 0;

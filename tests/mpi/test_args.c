@@ -620,9 +620,19 @@ int main(int argc, char **argv)
     tu_begin("fr_comm_destroy");
     st = fr_comm_destroy(comm);
     TU_CHECK(st == FR_SUCCESS, "returned %s", tu_status(st));
+    /* A communicator still alive at MPI_Finalize may be destroyed after it:
+     * its memory is freed and no MPI call is made (checked by exit status,
+     * since the summary is already printed). */
+    fr_comm_t late = NULL;
+    fr_status_t late_st = fr_comm_create(MPI_COMM_WORLD, NULL, &late);
+    TU_CHECK(late_st == FR_SUCCESS, "fr_comm_create for the after-finalize check: %s", tu_status(late_st));
     tu_free(sb);
     tu_free(rb);
     int rc = tu_finish();
     MPI_Finalize();
+    if (late && fr_comm_destroy(late) != FR_SUCCESS) {
+        fprintf(stderr, "FAIL test_args: fr_comm_destroy after MPI_Finalize: %s\n", fr_last_error());
+        return 1;
+    }
     return rc;
 }
