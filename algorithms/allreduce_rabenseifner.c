@@ -10,11 +10,6 @@
 #define RAB_STEP_FIRST  1     /* halving and doubling rounds use 1 .. 2*log2(p) */
 #define RAB_STEP_UNFOLD 128
 
-static fr_status_t rab_check(const fr_call_t *call, const struct fr_comm *comm)
-{
-    return fr_alg_check_host(call, comm);
-}
-
 /* Element offset of block @p i of @p p (i == p gives count). */
 static size_t blk_off(size_t count, int p, int i)
 {
@@ -73,7 +68,7 @@ const fr_alg_t fr_alg_allreduce_rabenseifner = {
     .name = "rabenseifner",
     .coll = FR_COLL_ALLREDUCE,
     .mem_types = FR_MEM_HOST,
-    .check = rab_check,
+    .check = fr_alg_check_host,
     .run = rab_run,
     .desc = "recursive-halving reduce-scatter then recursive-doubling allgather, extra ranks of a "
             "non-power-of-two count folded onto partners; no parameters",

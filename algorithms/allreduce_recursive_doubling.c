@@ -10,11 +10,6 @@
 #define RD_STEP_FIRST  1      /* rounds use 1 .. log2(p) */
 #define RD_STEP_UNFOLD 64
 
-static fr_status_t rd_check(const fr_call_t *call, const struct fr_comm *comm)
-{
-    return fr_alg_check_host(call, comm);
-}
-
 static fr_status_t rd_run(fr_call_t *call, struct fr_comm *comm)
 {
     if (call->count == 0) return FR_SUCCESS;
@@ -44,7 +39,7 @@ const fr_alg_t fr_alg_allreduce_recursive_doubling = {
     .name = "recursive_doubling",
     .coll = FR_COLL_ALLREDUCE,
     .mem_types = FR_MEM_HOST,
-    .check = rd_check,
+    .check = fr_alg_check_host,
     .run = rd_run,
     .desc = "pairwise exchange of the whole vector in log2(p) rounds, extra ranks of a "
             "non-power-of-two count folded onto partners; no parameters",

@@ -7,11 +7,6 @@
 
 #define RING_CHUNK_DEFAULT ((uint64_t)256 * 1024)
 
-static fr_status_t ring_check(const fr_call_t *call, const struct fr_comm *comm)
-{
-    return fr_alg_check_host(call, comm);
-}
-
 static fr_status_t ring_run(fr_call_t *call, struct fr_comm *comm)
 {
     int n = comm->size;
@@ -40,7 +35,7 @@ const fr_alg_t fr_alg_allreduce_ring = {
     .name = "ring",
     .coll = FR_COLL_ALLREDUCE,
     .mem_types = FR_MEM_HOST,
-    .check = ring_check,
+    .check = fr_alg_check_host,
     .run = ring_run,
     .desc = "reduce-scatter then allgather around the ring of ranks, each step pipelined in chunks; "
             "chunk=bytes per message (default 256K)",

@@ -14,11 +14,6 @@
 #define TREE_STEP_UP        0
 #define TREE_STEP_DOWN      1
 
-static fr_status_t tree_check(const fr_call_t *call, const struct fr_comm *comm)
-{
-    return fr_alg_check_host(call, comm);
-}
-
 typedef struct tree {
     fr_call_t  *call;
     size_t      es, ce, m;   /* element size, chunk elements, number of chunks */
@@ -149,7 +144,7 @@ const fr_alg_t fr_alg_allreduce_tree = {
     .name = "tree",
     .coll = FR_COLL_ALLREDUCE,
     .mem_types = FR_MEM_HOST,
-    .check = tree_check,
+    .check = fr_alg_check_host,
     .run = tree_run,
     .desc = "pipelined reduce up a k-ary tree rooted at rank 0, then pipelined broadcast down it; "
             "chunk=bytes per message (default 128K), fanout=k children per rank (default 2, max 64)",

@@ -6,40 +6,25 @@
 
 #define BINOMIAL_STEP 0
 
-static fr_status_t binomial_check(const fr_call_t *call, const struct fr_comm *comm)
+/* Every subtree gets the whole message. */
+static void whole(const fr_call_t *call, int n, int lo, int hi, size_t *off, size_t *len)
 {
-    return fr_alg_check_host(call, comm);
+    (void)n; (void)lo; (void)hi;
+    *off = 0;
+    *len = call->bytes;
 }
 
 static fr_status_t binomial_run(fr_call_t *call, struct fr_comm *comm)
 {
-    int n = comm->size, root = call->root;
-    if (call->bytes == 0 || n == 1) return FR_SUCCESS;
-    int vr = (comm->rank - root + n) % n, mask = 1;
-    while (mask < n) {
-        if (vr & mask) {
-            FR_CHECK(fr_p2p_recv(comm, (vr - mask + root) % n, call->recvbuf, call->bytes, BINOMIAL_STEP));
-            break;
-        }
-        mask <<= 1;
-    }
-    fr_req_t rq[32];
-    int nr = 0;
-    for (mask >>= 1; mask > 0; mask >>= 1) {
-        if (vr + mask >= n) continue;
-        rq[nr] = (fr_req_t)FR_REQ_INIT;
-        FR_CHECK(fr_p2p_isend(comm, (vr + mask + root) % n, BINOMIAL_STEP, call->recvbuf, call->bytes,
-                              &rq[nr]));
-        nr++;
-    }
-    return fr_p2p_wait(comm, rq, nr);
+    if (call->bytes == 0 || comm->size == 1) return FR_SUCCESS;
+    return fr_binomial_pass(comm, call, call->recvbuf, whole, BINOMIAL_STEP);
 }
 
 const fr_alg_t fr_alg_bcast_binomial = {
     .name = "binomial",
     .coll = FR_COLL_BCAST,
     .mem_types = FR_MEM_HOST,
-    .check = binomial_check,
+    .check = fr_alg_check_host,
     .run = binomial_run,
     .desc = "binomial tree from the root, the whole message on every edge, log2(n) rounds; "
             "no parameters",

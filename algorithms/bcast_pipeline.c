@@ -9,11 +9,6 @@
 #define PIPE_DEPTH         4     /* receives (and sends) in flight per rank */
 #define PIPE_STEP          0
 
-static fr_status_t pipe_check(const fr_call_t *call, const struct fr_comm *comm)
-{
-    return fr_alg_check_host(call, comm);
-}
-
 static fr_status_t pipe_run(fr_call_t *call, struct fr_comm *comm)
 {
     int n = comm->size, r = comm->rank;
@@ -53,7 +48,7 @@ const fr_alg_t fr_alg_bcast_pipeline = {
     .name = "pipeline",
     .coll = FR_COLL_BCAST,
     .mem_types = FR_MEM_HOST,
-    .check = pipe_check,
+    .check = fr_alg_check_host,
     .run = pipe_run,
     .desc = "chunked chain from the root through the ranks in ring order, 4 chunks in flight per "
             "link; chunk=bytes per message (default 256K)",

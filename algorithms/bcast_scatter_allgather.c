@@ -9,15 +9,10 @@
 #define SAG_STEP_SCATTER  0
 #define SAG_STEP_RING     1   /* ring steps use 1 .. n-1 */
 
-static fr_status_t sag_check(const fr_call_t *call, const struct fr_comm *comm)
-{
-    return fr_alg_check_host(call, comm);
-}
-
 /* Byte range of blocks [lo, hi) of the n blocks (hi clipped to n). */
-static void blocks(const fr_call_t *call, int n, int lo, int hi, size_t es, size_t *off, size_t *len)
+static void blocks(const fr_call_t *call, int n, int lo, int hi, size_t *off, size_t *len)
 {
-    size_t o1, l1, o2, l2;
+    size_t o1, l1, o2, l2, es = fr_dtype_size(call->dtype);
     if (hi > n) hi = n;
     fr_block(call->count, n, lo, &o1, &l1);
     fr_block(call->count, n, hi - 1, &o2, &l2);
@@ -29,31 +24,12 @@ static fr_status_t sag_run(fr_call_t *call, struct fr_comm *comm)
 {
     int n = comm->size, root = call->root;
     if (call->count == 0 || n == 1) return FR_SUCCESS;
-    size_t es = fr_dtype_size(call->dtype), off, len;
+    size_t es = fr_dtype_size(call->dtype);
     char *buf = call->recvbuf;
-    int vr = (comm->rank - root + n) % n, mask = 1;
+    int vr = (comm->rank - root + n) % n;
 
-    /* binomial scatter: receive the blocks of my subtree [vr, vr + mask) */
-    while (mask < n) {
-        if (vr & mask) {
-            blocks(call, n, vr, vr + mask, es, &off, &len);
-            if (len)
-                FR_CHECK(fr_p2p_recv(comm, (vr - mask + root) % n, buf + off, len, SAG_STEP_SCATTER));
-            break;
-        }
-        mask <<= 1;
-    }
-    fr_req_t rq[32];
-    int nr = 0;
-    for (mask >>= 1; mask > 0; mask >>= 1) {
-        if (vr + mask >= n) continue;
-        blocks(call, n, vr + mask, vr + 2 * mask, es, &off, &len);
-        if (!len) continue;
-        rq[nr] = (fr_req_t)FR_REQ_INIT;
-        FR_CHECK(fr_p2p_isend(comm, (vr + mask + root) % n, SAG_STEP_SCATTER, buf + off, len, &rq[nr]));
-        nr++;
-    }
-    FR_CHECK(fr_p2p_wait(comm, rq, nr));
+    /* binomial scatter: each rank gets the blocks of its subtree */
+    FR_CHECK(fr_binomial_pass(comm, call, buf, blocks, SAG_STEP_SCATTER));
 
     /* ring allgather of the blocks, by relative rank */
     size_t o0, maxlen;
@@ -74,7 +50,7 @@ const fr_alg_t fr_alg_bcast_scatter_allgather = {
     .name = "scatter_allgather",
     .coll = FR_COLL_BCAST,
     .mem_types = FR_MEM_HOST,
-    .check = sag_check,
+    .check = fr_alg_check_host,
     .run = sag_run,
     .desc = "binomial scatter of n blocks then ring allgather (van de Geijn); "
             "chunk=bytes per ring message (default 256K)",
