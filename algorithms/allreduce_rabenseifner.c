@@ -11,14 +11,6 @@
 #define RAB_STEP_UNFOLD 128
 
 /* Element offset of block @p i of @p p (i == p gives count). */
-static size_t blk_off(size_t count, int p, int i)
-{
-    size_t off, len;
-    if (i >= p) return count;
-    fr_block(count, p, i, &off, &len);
-    return off;
-}
-
 static fr_status_t rab_run(fr_call_t *call, struct fr_comm *comm)
 {
     if (call->count == 0) return FR_SUCCESS;
@@ -41,8 +33,8 @@ static fr_status_t rab_run(fr_call_t *call, struct fr_comm *comm)
             int pv = v ^ mask, peer = fr_fold_rank(&f, pv), mid = lo + mask;
             int klo = (v & mask) ? mid : lo, khi = (v & mask) ? hi : mid;
             int slo = (v & mask) ? lo : mid, shi = (v & mask) ? mid : hi;
-            size_t ko = blk_off(n, p, klo), kl = blk_off(n, p, khi) - ko;
-            size_t so = blk_off(n, p, slo), sl = blk_off(n, p, shi) - so;
+            size_t ko = fr_block_start(n, p, klo), kl = fr_block_start(n, p, khi) - ko;
+            size_t so = fr_block_start(n, p, slo), sl = fr_block_start(n, p, shi) - so;
             const char *c = cur;
             FR_CHECK(fr_alg_xchg(comm, peer, c + so * es, sl * es, tmp, kl * es, step));
             if (kl)
@@ -56,8 +48,8 @@ static fr_status_t rab_run(fr_call_t *call, struct fr_comm *comm)
         for (int mask = 1; mask < p; mask <<= 1, step++) {
             int pv = v ^ mask, peer = fr_fold_rank(&f, pv);
             int mine = v & ~(mask - 1), theirs = pv & ~(mask - 1);
-            size_t mo = blk_off(n, p, mine), ml = blk_off(n, p, mine + mask) - mo;
-            size_t to = blk_off(n, p, theirs), tl = blk_off(n, p, theirs + mask) - to;
+            size_t mo = fr_block_start(n, p, mine), ml = fr_block_start(n, p, mine + mask) - mo;
+            size_t to = fr_block_start(n, p, theirs), tl = fr_block_start(n, p, theirs + mask) - to;
             FR_CHECK(fr_alg_xchg(comm, peer, out + mo * es, ml * es, out + to * es, tl * es, step));
         }
     }

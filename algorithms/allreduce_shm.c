@@ -31,7 +31,7 @@ static void large(fr_call_t *call, fr_comm_t comm)
 {
     /* A result larger than a good part of the cache is written with
      * streaming stores: it saves reading the destination lines first. */
-    void (*copy_out)(void *, const void *, size_t) = call->bytes >= FR_STREAM_MIN ? fr_copy_stream : fr_copy;
+    void (*copy_out)(void *, const void *, size_t) = fr_copy_for(call->bytes);
     fr_shm_t *s = comm->shm;
     const int l = s->lsize, me = s->lrank;
     const size_t es = fr_dtype_size(call->dtype);

@@ -12,12 +12,9 @@
 /* Byte range of blocks [lo, hi) of the n blocks (hi clipped to n). */
 static void blocks(const fr_call_t *call, int n, int lo, int hi, size_t *off, size_t *len)
 {
-    size_t o1, l1, o2, l2, es = fr_dtype_size(call->dtype);
-    if (hi > n) hi = n;
-    fr_block(call->count, n, lo, &o1, &l1);
-    fr_block(call->count, n, hi - 1, &o2, &l2);
-    *off = o1 * es;
-    *len = (o2 + l2 - o1) * es;
+    size_t es = fr_dtype_size(call->dtype), start = fr_block_start(call->count, n, lo);
+    *off = start * es;
+    *len = (fr_block_start(call->count, n, hi) - start) * es;
 }
 
 static fr_status_t sag_run(fr_call_t *call, struct fr_comm *comm)

@@ -15,7 +15,7 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
     if (comm->size == 1) return FR_SUCCESS;
     size_t chunk = call->chunk ? call->chunk : DEFAULT_CHUNK;
     if (chunk > s->bc_slot) chunk = s->bc_slot;
-    void (*copy_out)(void *, const void *, size_t) = call->bytes >= FR_STREAM_MIN ? fr_copy_stream : fr_copy;
+    void (*copy_out)(void *, const void *, size_t) = fr_copy_for(call->bytes);
     int root = comm->rank_local[call->root];
     char *data = call->recvbuf;
     size_t off = 0;

@@ -97,4 +97,14 @@ static inline void fr_block(size_t count, int nblocks, int i, size_t *off, size_
     *len = q + (ui < r ? 1 : 0);
 }
 
+/* Element offset where block @p i of fr_block() starts; @p count for
+ * i >= nblocks, so blocks [lo, hi) span fr_block_start(hi) - fr_block_start(lo). */
+static inline size_t fr_block_start(size_t count, int nblocks, int i)
+{
+    size_t off, len;
+    if (i >= nblocks) return count;
+    fr_block(count, nblocks, i, &off, &len);
+    return off;
+}
+
 #endif

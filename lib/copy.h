@@ -17,4 +17,10 @@ void fr_copy(void *dst, const void *src, size_t n);
  * large results nobody reads soon; falls back to fr_copy elsewhere. */
 void fr_copy_stream(void *dst, const void *src, size_t n);
 
+/* The copy for the result of an operation of @p bytes in all. */
+static inline void (*fr_copy_for(size_t bytes))(void *, const void *, size_t)
+{
+    return bytes >= FR_STREAM_MIN ? fr_copy_stream : fr_copy;
+}
+
 #endif
