@@ -2,6 +2,7 @@
 /* Communicator lifecycle: create (node grouping, table, UCX, shm), destroy. */
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include "p2p.h"
 #include "shm.h"
 #include "topology.h"
+#include "hwtopo.h"
 
 /* The live communicators: a handle is checked against this list before it
  * is read, so a destroyed (freed) handle is refused instead of read. Lookups
@@ -161,6 +163,12 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     FR_CHECK_GOTO(fr_node_group(c->mpi, node_size, &ni), st, fail);
     c->node = ni.node; c->nnodes = ni.nnodes; c->local_rank = ni.local_rank; c->local_size = ni.local_size;
     c->ppn = ni.ppn; c->rank_node = ni.rank_node; c->rank_local = ni.rank_local; c->node_comm = ni.node_comm;
+
+    /* Before UCX starts: binding and the NIC it is told to use. */
+    fr_binding_t bind;
+    FR_CHECK_GOTO(fr_agree(c->mpi, fr_topo_bind(c->mpi, c->rank, &bind), "binding"), st, fail);
+    c->gpu = bind.gpu;
+    snprintf(c->nic, sizeof c->nic, "%s", bind.nic);
 
     FR_CHECK_GOTO(fr_select_load(c, config), st, fail);
     c->spin = (uint64_t)fr_env_int("FASTREDUCE_SPIN");

@@ -43,6 +43,8 @@ struct fr_comm {
     int         *rank_node;    /* [size]: node index of every rank */
     int         *rank_local;   /* [size]: local rank of every rank */
     MPI_Comm     node_comm;    /* the ranks of this node, ordered by rank */
+    int          gpu;          /* CUDA index of this rank's GPU (topology/bind.c), -1 when none */
+    char         nic[32];      /* the NIC chosen for this rank, "" when none */
     struct fr_ucx *ucx;        /* UCX worker and endpoints */
     struct fr_shm *shm;        /* the node's shared-memory segment (NULL if none) */
     fr_table_t   table;        /* the resolved selection table (same on every rank) */

@@ -84,22 +84,35 @@ static const char *level_name(fr_log_level_t l)
     return l == FR_LOG_WARN ? "WARN" : l == FR_LOG_INFO ? "INFO" : "TRACE";
 }
 
-void fr_log_write(fr_log_level_t lvl, unsigned subsys, const char *file, int line, const char *fmt, ...)
+static void emit(const char *tag, const char *where, int line, const char *fmt, va_list ap)
 {
     char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    const char *base = strrchr(file, '/');
-    base = base ? base + 1 : file;
     pthread_mutex_lock(&log_lock);
     FILE *f = log_file ? log_file : stderr;
-    if (lvl == FR_LOG_TRACE)
-        fprintf(f, "%s:%ld:%d fastreduce %s %s:%d %s\n", log_host, (long)getpid(), log_rank,
-                level_name(lvl), base, line, msg);
+    if (where)
+        fprintf(f, "%s:%ld:%d fastreduce %s %s:%d %s\n", log_host, (long)getpid(), log_rank, tag, where, line, msg);
     else
-        fprintf(f, "%s:%ld:%d fastreduce %s %s\n", log_host, (long)getpid(), log_rank, level_name(lvl), msg);
+        fprintf(f, "%s:%ld:%d fastreduce %s %s\n", log_host, (long)getpid(), log_rank, tag, msg);
+    fflush(f);
     pthread_mutex_unlock(&log_lock);
+}
+
+void fr_log_write(fr_log_level_t lvl, unsigned subsys, const char *file, int line, const char *fmt, ...)
+{
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    va_list ap;
+    va_start(ap, fmt);
+    emit(level_name(lvl), lvl == FR_LOG_TRACE ? base : NULL, line, fmt, ap);
+    va_end(ap);
     (void)subsys;
+}
+
+void fr_log_report(const char *tag, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emit(tag, NULL, 0, fmt, ap);
+    va_end(ap);
 }

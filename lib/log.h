@@ -25,6 +25,10 @@ void fr_log_set_rank(int rank);
 void fr_log_write(fr_log_level_t lvl, unsigned subsys, const char *file, int line,
                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* A line the user asked for (FASTREDUCE_REPORT_BINDINGS): written to the
+ * log's destination whatever the level, tagged with @p tag. */
+void fr_log_report(const char *tag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #define FR_LOG_ON(lvl, sub) (fr_log_level >= (lvl) && (fr_log_subsys & (sub)))
 #define FR_WARN(sub, ...) do { if (FR_LOG_ON(FR_LOG_WARN, sub)) \
     fr_log_write(FR_LOG_WARN, sub, __FILE__, __LINE__, __VA_ARGS__); } while (0)

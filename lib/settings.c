@@ -22,6 +22,13 @@ const fr_setting_t fr_settings[] = {
      "per-rank node name overriding the real host (like NCCL_HOSTID); ranks with equal values share a node"},
     {"FASTREDUCE_SPIN", "2000", FR_SET_INT,
      "polls of a waiting rank before it starts yielding its core (sched_yield)"},
+    {"FASTREDUCE_BIND", "auto", FR_SET_STRING,
+     "bind each rank: none, core (its share of a NUMA node's cores), numa, gpu (cores near its GPU), "
+     "auto (keep a launcher's binding; else gpu when the node has GPUs, else none)"},
+    {"FASTREDUCE_REPORT_BINDINGS", "0", FR_SET_INT,
+     "1: every rank prints its host, rank, cores, NUMA node, GPU and NIC at fr_comm_create"},
+    {"FASTREDUCE_TOPO_XML", "", FR_SET_STRING,
+     "read the node's topology from this hwloc XML file instead of the machine (also HWLOC_XMLFILE)"},
     {"FASTREDUCE_SHM_SIZE", "8M", FR_SET_SIZE, "bytes of shared-memory data area per rank of a node"},
 };
 const int fr_nsettings = sizeof fr_settings / sizeof fr_settings[0];

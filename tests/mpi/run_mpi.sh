@@ -29,7 +29,7 @@ QUICK=${FASTREDUCE_TEST_QUICK:-0}
 [ "$QUICK" = 0 ] && QUICK=
 EXTRA=${FR_MPIEXEC_FLAGS:-}
 
-for p in test_coll test_args test_select; do
+for p in test_coll test_args test_select test_bind; do
     if [ ! -x "$BIN/$p" ]; then
         echo "run_mpi.sh: $BIN/$p not found (build with make check, or set top_builddir)" >&2
         exit 99
@@ -45,7 +45,8 @@ mkdir -p "$LOGDIR"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 # A stray setting from the caller would change what the tests select.
-unset FASTREDUCE_ALGO FASTREDUCE_TUNE FASTREDUCE_TUNE_FILE FASTREDUCE_NODE_SIZE
+unset FASTREDUCE_ALGO FASTREDUCE_TUNE FASTREDUCE_TUNE_FILE FASTREDUCE_NODE_SIZE FASTREDUCE_BIND \
+      FASTREDUCE_REPORT_BINDINGS FASTREDUCE_TOPO_XML
 
 total_pass=0
 total_fail=0
@@ -63,6 +64,7 @@ run_one() {
     tag=$(printf '%02d-%s-np%d%s%s' "$nlaunch" "$prog" "$np" "${envs:+-${envs//[^A-Za-z0-9]/_}}" \
           "${args:+-${args//[^A-Za-z0-9]/_}}")
     local log="$LOGDIR/$tag.log"
+    last_log=$log
     local launcher=("$MPIEXEC")
     local e
     if [ "$FLAVOR" = openmpi ]; then
@@ -141,6 +143,22 @@ done
 for np in 2 3 4; do
     run_one "$np" "" test_select
 done
+# Binding on this machine: each rank's affinity against the plan, worked out
+# by test_bind from /sys; with FASTREDUCE_REPORT_BINDINGS=1 every rank prints
+# one line. Faked nodes do not change binding (it is about the machine).
+run_one 4 "FASTREDUCE_BIND=core FASTREDUCE_REPORT_BINDINGS=1" test_bind
+nbind=$(grep -cE "fastreduce BIND host .* rank [0-9]+ local [0-9]+/4 bind core: cpus [0-9]" "$last_log")
+if [ "$nbind" = 4 ]; then
+    echo "PASS: FASTREDUCE_REPORT_BINDINGS=1 printed one line per rank"; total_pass=$((total_pass + 1))
+else
+    echo "FAIL: FASTREDUCE_REPORT_BINDINGS=1 printed $nbind binding lines for 4 ranks"
+    total_fail=$((total_fail + 1)); launch_fail=$((launch_fail + 1))
+fi
+run_one 3 "FASTREDUCE_BIND=numa" test_bind
+run_one 2 "FASTREDUCE_BIND=none" test_bind
+run_one 6 "FASTREDUCE_BIND=core FASTREDUCE_NODE_SIZE=2" test_bind
+run_one 2 "FASTREDUCE_BIND=auto" test_bind
+
 # Nodes named per rank with FASTREDUCE_HOSTID, interleaved (0,2,4 | 1,3,5).
 SRCDIR=${srcdir:-$(dirname "$0")/..}
 for np in 3 4; do

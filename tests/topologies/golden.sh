@@ -1,0 +1,94 @@
+#!/bin/bash
+# Golden outputs of fastreduce-topo for the fixtures in this folder, and the
+# facts about them that must hold whatever the golden files say.
+#
+#   golden.sh [--regen] [TOOL]
+#
+# TOOL is the fastreduce-topo binary (default: $top_builddir/lib/fastreduce-topo).
+# Without --regen, every output is compared with golden/ and the script ends
+# with "N passed, M failed"; with --regen, golden/ is rewritten.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+regen=0
+if [ "${1:-}" = --regen ]; then regen=1; shift; fi
+tool=${1:-${top_builddir:-../..}/lib/fastreduce-topo}
+if [ ! -x "$tool" ]; then
+    echo "golden.sh: $tool not found (build first, or pass the binary)" >&2
+    exit 99
+fi
+gold=$here/golden
+mkdir -p "$gold"
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# outputs NAME ARGS...: one output of the tool, compared or regenerated.
+outputs() {
+    local name=$1
+    shift
+    if ! "$tool" "$@" >"$tmp/$name" 2>"$tmp/$name.err"; then
+        echo "FAIL: fastreduce-topo $*: exit status $? ($(head -c 300 "$tmp/$name.err"))"
+        fail=$((fail + 1))
+        return
+    fi
+    if [ "$regen" = 1 ]; then
+        cp "$tmp/$name" "$gold/$name"
+    elif diff -u "$gold/$name" "$tmp/$name" >"$tmp/$name.diff" 2>&1; then
+        pass=$((pass + 1))
+    else
+        echo "FAIL: fastreduce-topo $* differs from golden/$name:"
+        head -n 30 "$tmp/$name.diff" | sed 's/^/    /'
+        fail=$((fail + 1))
+    fi
+}
+
+# expect DESCRIPTION FILE EXTENDED-REGEX: a line of FILE must match.
+expect() {
+    if grep -qE "$3" "$tmp/$2"; then
+        pass=$((pass + 1))
+    else
+        echo "FAIL: $1 (no line of $2 matches '$3')"
+        fail=$((fail + 1))
+    fi
+}
+
+for xml in "$here"/*.xml; do
+    f=$(basename "$xml" .xml)
+    outputs "$f.txt" --xml "$xml"
+    outputs "$f.json" --xml "$xml" --json
+    for n in 1 2 4 8 16; do
+        outputs "$f.plan-$n.txt" --xml "$xml" --ranks "$n" --plan-only
+    done
+done
+[ "$regen" = 1 ] && { echo "golden.sh: wrote $(ls "$gold" | wc -l) files in $gold"; exit 0; }
+
+# The facts each fixture was written to show (tests/topologies/README.md).
+if [ -f "$here/dgx-8gpu.xml" ]; then
+    for g in 0 1 2 3 4 5 6 7; do
+        nic=$((g / 2)); numa=$((g / 4)); c0=$((g * 2)); c1=$((g * 2 + 1))
+        expect "dgx-8gpu: rank $g gets GPU $g, NUMA $numa, cores $c0-$c1 and mlx5_$nic" dgx-8gpu.plan-8.txt \
+            "^  $g +$numa +$c0-$c1 +[0-9,-]+ +$g \\(cuda$g\\) +mlx5_$nic\$"
+    done
+    expect "dgx-8gpu: GPU 0 is on mlx5_0's switch and across the sockets from mlx5_3" dgx-8gpu.txt \
+        "^GPU 0 +2 +0 +2 +4 +4\$"
+    expect "dgx-8gpu: 8 ranks bind like --map-by ppr:8:node:PE=2" dgx-8gpu.plan-8.txt "ppr:8:node:PE=2 --bind-to core"
+    expect "dgx-8gpu: 16 ranks, two per GPU, one core each" dgx-8gpu.plan-16.txt "^  8 +0 +4 +[0-9,-]+ +0 \\(cuda0\\) +mlx5_0\$"
+fi
+if [ -f "$here/gpu-far-nic.xml" ]; then
+    expect "gpu-far-nic: the GPU's only RDMA NIC is across the sockets" gpu-far-nic.txt "^GPU 0 +4\$"
+    expect "gpu-far-nic: one rank binds near its GPU (NUMA 0) and still uses mlx5_0" gpu-far-nic.plan-1.txt \
+        "^  0 +0 +0-3 +.* mlx5_0\$"
+    expect "gpu-far-nic: 8 ranks on 8 cores spill onto NUMA 1 without sharing" gpu-far-nic.plan-8.txt \
+        "^  7 +1 +[4-7] "
+fi
+if [ -f "$here/cpu-only.xml" ]; then
+    expect "cpu-only: no GPU in the fingerprint" cpu-only.txt "^fingerprint: .*-0gpu-"
+    expect "cpu-only: ranks alternate NUMA nodes" cpu-only.plan-2.txt "^  1 +1 "
+    expect "cpu-only: RoCE preferred over plain Ethernet" cpu-only.plan-1.txt "mlx5_0\$"
+fi
+if [ -f "$here/one-core.xml" ]; then
+    expect "one-core: 16 ranks share the one core" one-core.plan-16.txt "^  15 +0 +0 +0 .*\\(shares its cores\\)\$"
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

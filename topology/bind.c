@@ -1,0 +1,162 @@
+/* Applying the plan to this process at fr_comm_create: its GPU, its cores,
+ * the NIC UCX and NCCL are told to use, and the FASTREDUCE_REPORT_BINDINGS
+ * line. */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <unistd.h>
+#include "hwtopo.h"
+#include "log.h"
+#include "settings.h"
+
+/* This process's affinity as a PU list, and whether it covers every
+ * online CPU (nobody bound it). */
+static int affinity(char *buf, size_t len)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) { snprintf(buf, len, "?"); return 1; }
+    int v[CPU_SETSIZE], n = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++) if (CPU_ISSET(c, &set)) v[n++] = c;
+    fr_topo_ranges(v, n, buf, len);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online <= 0 || n >= online;
+}
+
+static fr_status_t set_affinity(const fr_topo_t *t, const fr_plan_rank_t *r)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < r->ncores; i++)
+        for (int j = 0; j < t->core[r->cores[i]].npus; j++)
+            if (t->core[r->cores[i]].pus[j] < CPU_SETSIZE) CPU_SET(t->core[r->cores[i]].pus[j], &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0)
+        return FR_ERROR(FR_ERR_SYSTEM, "binding: sched_setaffinity failed");
+    return FR_SUCCESS;
+}
+
+/* The GPU (index into t->gpu) this rank uses: the one CUDA_VISIBLE_DEVICES
+ * names for it, else local rank modulo the node's GPUs. */
+static int my_gpu(const fr_topo_t *t, int local)
+{
+    if (!t || !t->ngpus) return -1;
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    int want = local % t->ngpus;
+    if (vis && *vis) {
+        int ids[64], n = 0, ok = 1;
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", vis);
+        for (char *s = NULL, *tok = strtok_r(buf, ",", &s); tok && n < 64; tok = strtok_r(NULL, ",", &s)) {
+            char *end;
+            long v = strtol(tok, &end, 10);
+            if (*end || v < 0) ok = 0;
+            ids[n++] = (int)v;
+        }
+        if (ok && n) want = ids[local % n];
+        else FR_INFO(FR_SUB_TOPO, "CUDA_VISIBLE_DEVICES='%s' is not a list of indices; using GPU %d", vis, want);
+    }
+    for (int g = 0; g < t->ngpus; g++) if (t->gpu[g].index == want) return g;
+    return -1;
+}
+
+/* Point UCX and NCCL at the rank's RDMA NIC, unless the user chose. */
+static void nic_env(const fr_topo_nic_t *n)
+{
+    if (n->kind == FR_NIC_ETH) return;
+    char v[64];
+    snprintf(v, sizeof v, "%s:%d", n->name, n->port);
+    if (!getenv("UCX_NET_DEVICES")) setenv("UCX_NET_DEVICES", v, 0);
+    snprintf(v, sizeof v, "=%s:%d", n->name, n->port);
+    if (!getenv("NCCL_IB_HCA")) setenv("NCCL_IB_HCA", v, 0);
+}
+
+static int bind_mode(void)
+{
+    const char *s = fr_env("FASTREDUCE_BIND");
+    int m = fr_bind_mode_parse(s ? s : "auto");
+    if (m < 0) {
+        FR_WARN(FR_SUB_TOPO, "FASTREDUCE_BIND='%s' is not auto, none, core, numa or gpu; using auto", s);
+        m = FR_BIND_AUTO;
+    }
+    return m;
+}
+
+static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
+{
+    int local = 0, nlocal = 1, mode = bind_mode();
+    PMPI_Comm_rank(node_comm, &local);
+    PMPI_Comm_size(node_comm, &nlocal);
+    char before[256];
+    int unbound = affinity(before, sizeof before);
+
+    fr_topo_t *t = NULL;
+    if (fr_topo_load(NULL, &t) != FR_SUCCESS)
+        FR_WARN(FR_SUB_TOPO, "cannot read the topology (%s); no binding", fr_last_error());
+    int g = my_gpu(t, local);
+    int *gpus = malloc((size_t)nlocal * sizeof *gpus);
+    if (!gpus) { fr_topo_free(t); return FR_ERROR(FR_ERR_NO_MEMORY, "binding: out of memory"); }
+    /* Every rank of the node plans with every rank's GPU. */
+    if (PMPI_Allgather(&g, 1, MPI_INT, gpus, 1, MPI_INT, node_comm) != MPI_SUCCESS) {
+        free(gpus);
+        fr_topo_free(t);
+        return FR_ERROR(FR_ERR_MPI, "binding: MPI_Allgather failed");
+    }
+    /* auto: keep a launcher's binding; else bind near the GPUs if any */
+    int eff = mode;
+    if (mode == FR_BIND_AUTO) eff = !unbound || !t || !t->ngpus ? FR_BIND_NONE : FR_BIND_GPU;
+    fr_plan_t plan = {0};
+    const char *why = "";
+    if (t && fr_plan_make(t, nlocal, eff, gpus, &plan) == FR_SUCCESS) {
+        const fr_plan_rank_t *r = &plan.rank[local];
+        if (r->gpu >= 0) out->gpu = t->gpu[r->gpu].index;
+        if (r->nic >= 0) {
+            snprintf(out->nic, sizeof out->nic, "%s", t->nic[r->nic].name);
+            nic_env(&t->nic[r->nic]);
+        }
+        out->numa = r->numa;
+        if (eff != FR_BIND_NONE && !t->this_system) {
+            why = " (not bound: the topology is an XML file, not this machine)";
+            FR_WARN(FR_SUB_TOPO, "FASTREDUCE_BIND=%s ignored: topology %s is not this machine",
+                    fr_bind_mode_name(eff), t->source);
+        } else if (eff != FR_BIND_NONE && set_affinity(t, r) != FR_SUCCESS) {
+            why = " (binding failed)";
+            FR_WARN(FR_SUB_TOPO, "%s", fr_last_error());
+        }
+        if (mode == FR_BIND_AUTO && !unbound) why = " (kept the launcher's binding)";
+    } else if (t) {
+        FR_WARN(FR_SUB_TOPO, "no binding plan: %s", fr_last_error());
+    }
+    affinity(out->cpus, sizeof out->cpus);
+    if (fr_env_int("FASTREDUCE_REPORT_BINDINGS") > 0) {
+        char host[64] = "?";
+        gethostname(host, sizeof host);
+        host[sizeof host - 1] = '\0';
+        char gpu[16] = "none", numa[16] = "-";
+        if (out->gpu >= 0) snprintf(gpu, sizeof gpu, "%d", out->gpu);
+        if (out->numa >= 0) snprintf(numa, sizeof numa, "%d", out->numa);
+        fr_log_report("BIND", "host %s rank %d local %d/%d bind %s: cpus %s numa %s gpu %s nic %s%s", host, rank,
+                      local, nlocal, fr_bind_mode_name(eff), out->cpus, numa, gpu, out->nic[0] ? out->nic : "none",
+                      why);
+    }
+    FR_INFO(FR_SUB_TOPO, "bind %s: cpus %s (were %s), gpu %d, nic %s%s", fr_bind_mode_name(eff), out->cpus, before,
+            out->gpu, out->nic[0] ? out->nic : "none", why);
+    fr_plan_free(&plan);
+    free(gpus);
+    fr_topo_free(t);
+    return FR_SUCCESS;
+}
+
+fr_status_t fr_topo_bind(MPI_Comm comm, int rank, fr_binding_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->gpu = out->numa = -1;
+    /* The real node, even when nodes are faked: binding is about the machine. */
+    MPI_Comm node_comm;
+    if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_comm) != MPI_SUCCESS)
+        return FR_ERROR(FR_ERR_MPI, "binding: MPI_Comm_split_type failed");
+    fr_status_t st = bind_node(node_comm, rank, out);
+    PMPI_Comm_free(&node_comm);
+    return st;
+}

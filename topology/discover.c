@@ -1,0 +1,286 @@
+/* Discovery: read the node through hwloc (this machine or an XML file) into
+ * the plain structures of hwtopo.h. */
+#include <hwloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include "hwtopo.h"
+#include "log.h"
+#include "settings.h"
+
+const char *fr_nic_kind_name(int kind)
+{
+    return kind == FR_NIC_IB ? "ib" : kind == FR_NIC_ROCE ? "roce" : "eth";
+}
+
+/* Index of the only object of @p type whose cpuset meets @p set, or -1 when
+ * none or several do (a device local to the whole machine). */
+static int only_meeting(hwloc_topology_t h, hwloc_obj_type_t type, hwloc_const_cpuset_t set)
+{
+    int found = -1, n = hwloc_get_nbobjs_by_type(h, type);
+    for (int i = 0; i < n; i++) {
+        hwloc_obj_t o = hwloc_get_obj_by_type(h, type, (unsigned)i);
+        if (!hwloc_bitmap_intersects(o->cpuset, set)) continue;
+        if (found >= 0) return -1;
+        found = i;
+    }
+    return found;
+}
+
+static void locality(hwloc_topology_t h, hwloc_obj_t io, int *numa, int *package)
+{
+    hwloc_obj_t a = hwloc_get_non_io_ancestor_obj(h, io);
+    *numa = a && a->cpuset ? only_meeting(h, HWLOC_OBJ_NUMANODE, a->cpuset) : -1;
+    *package = a && a->cpuset ? only_meeting(h, HWLOC_OBJ_PACKAGE, a->cpuset) : -1;
+}
+
+static void pci_place(hwloc_obj_t dev, fr_topo_pci_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->host_bridge = p->sw = -1;
+    if (!dev || dev->type != HWLOC_OBJ_PCI_DEVICE) return;
+    const struct hwloc_pcidev_attr_s *a = &dev->attr->pcidev;
+    snprintf(p->busid, sizeof p->busid, "%04x:%02x:%02x.%01x", (unsigned)a->domain, (unsigned)a->bus,
+             (unsigned)a->dev, (unsigned)a->func);
+    p->vendor = a->vendor_id;
+    p->device = a->device_id;
+    p->cls = a->class_id;
+    for (hwloc_obj_t b = dev->parent; b && b->type == HWLOC_OBJ_BRIDGE; b = b->parent) {
+        if (b->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
+            p->host_bridge = (long)b->gp_index;
+            break;
+        }
+        p->sw = (long)b->gp_index;   /* ends as the topmost PCI bridge */
+    }
+}
+
+static int osdev_is(hwloc_obj_t o, hwloc_obj_osdev_type_t t)
+{
+    return o->type == HWLOC_OBJ_OS_DEVICE && o->attr->osdev.type == t;
+}
+
+static fr_status_t add_gpu(fr_topo_t *t, hwloc_topology_t h, hwloc_obj_t dev)
+{
+    fr_topo_gpu_t *g = realloc(t->gpu, (size_t)(t->ngpus + 1) * sizeof *g);
+    if (!g) return FR_ERROR(FR_ERR_NO_MEMORY, "topology: out of memory");
+    t->gpu = g;
+    g = &t->gpu[t->ngpus];
+    memset(g, 0, sizeof *g);
+    g->index = t->ngpus;
+    pci_place(dev, &g->pci);
+    locality(h, dev, &g->numa, &g->package);
+    const char *model = hwloc_obj_get_info_by_name(dev, "PCIDevice");
+    for (hwloc_obj_t o = dev->io_first_child; o; o = o->next_sibling) {
+        const char *m = hwloc_obj_get_info_by_name(o, "GPUModel");
+        if (m) model = m;
+        if (osdev_is(o, HWLOC_OBJ_OSDEV_COPROC) && o->name && !strncmp(o->name, "cuda", 4)) {
+            snprintf(g->osdev, sizeof g->osdev, "%s", o->name);
+            g->index = atoi(o->name + 4);
+        }
+    }
+    if (model) snprintf(g->name, sizeof g->name, "%s", model);
+    else snprintf(g->name, sizeof g->name, "GPU %04x:%04x", g->pci.vendor, g->pci.device);
+    t->ngpus++;
+    return FR_SUCCESS;
+}
+
+/* A NIC is one device: a PCI function with its OpenFabrics and network OS
+ * devices, or a network OS device without a PCI parent. */
+static fr_status_t add_nic(fr_topo_t *t, hwloc_topology_t h, hwloc_obj_t dev, hwloc_obj_t lone)
+{
+    char ofed[32] = "", net[32] = "";
+    int port = 1;
+    for (hwloc_obj_t o = lone ? lone : dev->io_first_child; o; o = lone ? NULL : o->next_sibling) {
+        if (osdev_is(o, HWLOC_OBJ_OSDEV_OPENFABRICS) && o->name) {
+            snprintf(ofed, sizeof ofed, "%s", o->name);
+            for (unsigned i = 0; i < o->infos_count; i++) {
+                int p;
+                if (sscanf(o->infos[i].name, "Port%dState", &p) == 1) { port = p; break; }
+            }
+        } else if (osdev_is(o, HWLOC_OBJ_OSDEV_NETWORK) && o->name && !net[0]) {
+            snprintf(net, sizeof net, "%s", o->name);
+        }
+    }
+    if (!ofed[0] && !net[0]) return FR_SUCCESS;   /* a NIC without a driver bound */
+    fr_topo_nic_t *n = realloc(t->nic, (size_t)(t->nnics + 1) * sizeof *n);
+    if (!n) return FR_ERROR(FR_ERR_NO_MEMORY, "topology: out of memory");
+    t->nic = n;
+    n = &t->nic[t->nnics++];
+    memset(n, 0, sizeof *n);
+    snprintf(n->name, sizeof n->name, "%s", ofed[0] ? ofed : net);
+    snprintf(n->netdev, sizeof n->netdev, "%s", net);
+    n->port = port;
+    pci_place(dev, &n->pci);
+    /* InfiniBand class, or an OpenFabrics device on Ethernet (RoCE) */
+    n->kind = !ofed[0] ? FR_NIC_ETH : dev && n->pci.cls == 0x0200 ? FR_NIC_ROCE : FR_NIC_IB;
+    locality(h, lone ? lone : dev, &n->numa, &n->package);
+    return FR_SUCCESS;
+}
+
+static fr_status_t read_cpus(fr_topo_t *t, hwloc_topology_t h)
+{
+    t->npackages = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PACKAGE);
+    t->nnuma = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_NUMANODE);
+    t->npus = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PU);
+    hwloc_obj_type_t ct = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+    t->ncores = hwloc_get_nbobjs_by_type(h, ct);
+    if (t->nnuma < 1 || t->ncores < 1) return FR_ERROR(FR_ERR_SYSTEM, "topology: no NUMA node or no core");
+    t->numa = calloc((size_t)t->nnuma, sizeof *t->numa);
+    t->core = calloc((size_t)t->ncores, sizeof *t->core);
+    t->numa_dist = calloc((size_t)t->nnuma * (size_t)t->nnuma, sizeof *t->numa_dist);
+    if (!t->numa || !t->core || !t->numa_dist) return FR_ERROR(FR_ERR_NO_MEMORY, "topology: out of memory");
+    for (int i = 0; i < t->nnuma; i++) {
+        hwloc_obj_t o = hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, (unsigned)i);
+        t->numa[i].os_index = (int)o->os_index;
+        t->numa[i].mem = (unsigned long long)o->attr->numanode.local_memory;
+        t->numa[i].package = only_meeting(h, HWLOC_OBJ_PACKAGE, o->cpuset);
+        t->numa[i].cores = calloc((size_t)t->ncores, sizeof(int));
+        if (!t->numa[i].cores) return FR_ERROR(FR_ERR_NO_MEMORY, "topology: out of memory");
+    }
+    for (int c = 0; c < t->ncores; c++) {
+        hwloc_obj_t o = hwloc_get_obj_by_type(h, ct, (unsigned)c);
+        fr_topo_core_t *k = &t->core[c];
+        k->numa = -1;
+        for (int i = 0; i < t->nnuma && k->numa < 0; i++)
+            if (hwloc_bitmap_isincluded(o->cpuset, hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, (unsigned)i)->cpuset))
+                k->numa = i;
+        if (k->numa < 0) k->numa = 0;   /* a core outside every NUMA node: count it in the first */
+        k->package = only_meeting(h, HWLOC_OBJ_PACKAGE, o->cpuset);
+        fr_topo_numa_t *nu = &t->numa[k->numa];
+        nu->cores[nu->ncores++] = c;
+        k->npus = hwloc_bitmap_weight(o->cpuset);
+        k->pus = calloc(k->npus > 0 ? (size_t)k->npus : 1, sizeof(int));
+        if (!k->pus) return FR_ERROR(FR_ERR_NO_MEMORY, "topology: out of memory");
+        int j = 0;
+        int pu;
+        hwloc_bitmap_foreach_begin(pu, o->cpuset) { if (j < k->npus) k->pus[j++] = pu; }
+        hwloc_bitmap_foreach_end();
+    }
+    return FR_SUCCESS;
+}
+
+static void read_distances(fr_topo_t *t, hwloc_topology_t h)
+{
+    for (int i = 0; i < t->nnuma; i++)
+        for (int j = 0; j < t->nnuma; j++) t->numa_dist[i * t->nnuma + j] = i == j ? 10 : 20;
+    struct hwloc_distances_s *d[4];
+    unsigned nr = 4;
+    if (hwloc_distances_get_by_type(h, HWLOC_OBJ_NUMANODE, &nr, d, HWLOC_DISTANCES_KIND_MEANS_LATENCY, 0) != 0)
+        return;
+    if (nr > 4) nr = 4;
+    for (unsigned k = 0; k < nr; k++) {
+        if (k == 0 && d[k]->nbobjs == (unsigned)t->nnuma)
+            for (unsigned i = 0; i < d[k]->nbobjs; i++)
+                for (unsigned j = 0; j < d[k]->nbobjs; j++)
+                    t->numa_dist[d[k]->objs[i]->logical_index * (unsigned)t->nnuma + d[k]->objs[j]->logical_index] =
+                        (int)d[k]->values[i * d[k]->nbobjs + j];
+        hwloc_distances_release(h, d[k]);
+    }
+}
+
+static int cmp_gpu(const void *a, const void *b)
+{
+    return ((const fr_topo_gpu_t *)a)->index - ((const fr_topo_gpu_t *)b)->index;
+}
+
+static fr_status_t read_io(fr_topo_t *t, hwloc_topology_t h)
+{
+    for (hwloc_obj_t d = hwloc_get_next_pcidev(h, NULL); d; d = hwloc_get_next_pcidev(h, d)) {
+        unsigned base = d->attr->pcidev.class_id >> 8;
+        if (d->attr->pcidev.vendor_id == 0x10de && base == 0x03) FR_CHECK(add_gpu(t, h, d));
+        else if (base == 0x02) FR_CHECK(add_nic(t, h, d, NULL));
+    }
+    for (hwloc_obj_t o = hwloc_get_next_osdev(h, NULL); o; o = hwloc_get_next_osdev(h, o))
+        if ((osdev_is(o, HWLOC_OBJ_OSDEV_OPENFABRICS) || osdev_is(o, HWLOC_OBJ_OSDEV_NETWORK)) &&
+            (!o->parent || o->parent->type != HWLOC_OBJ_PCI_DEVICE))
+            FR_CHECK(add_nic(t, h, NULL, o));
+    if (t->ngpus > 1) qsort(t->gpu, (size_t)t->ngpus, sizeof *t->gpu, cmp_gpu);
+    return FR_SUCCESS;
+}
+
+/* A short stable name of the node's shape, e.g. "2s2n16c32t-8x10de:2330-4ib1eth". */
+static void fingerprint(fr_topo_t *t)
+{
+    char *f = t->fingerprint;
+    size_t len = sizeof t->fingerprint, o;
+    o = (size_t)snprintf(f, len, "%ds%dn%dc%dt-", t->npackages, t->nnuma, t->ncores, t->npus);
+    if (!t->ngpus && o < len) o += (size_t)snprintf(f + o, len - o, "0gpu");
+    for (int i = 0; i < t->ngpus && o < len; i++) {
+        int seen = 0, n = 0;
+        for (int j = 0; j < t->ngpus; j++) {
+            int same = t->gpu[j].pci.vendor == t->gpu[i].pci.vendor && t->gpu[j].pci.device == t->gpu[i].pci.device;
+            if (same && j < i) seen = 1;
+            n += same;
+        }
+        if (!seen)
+            o += (size_t)snprintf(f + o, len - o, "%s%dx%04x:%04x", i ? "+" : "", n, t->gpu[i].pci.vendor,
+                                  t->gpu[i].pci.device);
+    }
+    int k[3] = {0, 0, 0};
+    for (int i = 0; i < t->nnics; i++) k[t->nic[i].kind]++;
+    if (o < len) o += (size_t)snprintf(f + o, len - o, "-");
+    if (!t->nnics && o < len) o += (size_t)snprintf(f + o, len - o, "0nic");
+    for (int i = 0; i < 3 && o < len; i++)
+        if (k[i]) o += (size_t)snprintf(f + o, len - o, "%d%s", k[i], fr_nic_kind_name(i));
+}
+
+fr_status_t fr_topo_load(const char *xml, fr_topo_t **out)
+{
+    *out = NULL;
+    if (!xml) xml = fr_env("FASTREDUCE_TOPO_XML");
+    if (!xml && getenv("HWLOC_XMLFILE") && *getenv("HWLOC_XMLFILE")) xml = getenv("HWLOC_XMLFILE");
+    fr_topo_t *t = calloc(1, sizeof *t);
+    if (!t) return FR_ERROR(FR_ERR_NO_MEMORY, "topology: out of memory");
+    hwloc_topology_t h;
+    if (hwloc_topology_init(&h) != 0) {
+        free(t);
+        return FR_ERROR(FR_ERR_SYSTEM, "topology: hwloc_topology_init failed");
+    }
+    hwloc_topology_set_io_types_filter(h, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    fr_status_t st = FR_SUCCESS;
+    if (xml && hwloc_topology_set_xml(h, xml) != 0) {
+        st = FR_ERROR(FR_ERR_CONFIG, "topology: cannot use XML file '%s'", xml);
+        goto done;
+    }
+    if (hwloc_topology_load(h) != 0) {
+        st = FR_ERROR(FR_ERR_CONFIG, "topology: hwloc cannot load %s%s", xml ? "XML file " : "this machine",
+                      xml ? xml : "");
+        goto done;
+    }
+    const char *base = xml ? strrchr(xml, '/') : NULL;
+    snprintf(t->source, sizeof t->source, "%s", xml ? (base ? base + 1 : xml) : "this machine");
+    t->this_system = hwloc_topology_is_thissystem(h);
+    FR_CHECK_GOTO(read_cpus(t, h), st, done);
+    read_distances(t, h);
+    FR_CHECK_GOTO(read_io(t, h), st, done);
+    fingerprint(t);
+done:
+    hwloc_topology_destroy(h);
+    if (st != FR_SUCCESS) fr_topo_free(t);
+    else *out = t;
+    return st;
+}
+
+void fr_topo_free(fr_topo_t *t)
+{
+    if (!t) return;
+    for (int i = 0; t->numa && i < t->nnuma; i++) free(t->numa[i].cores);
+    for (int i = 0; t->core && i < t->ncores; i++) free(t->core[i].pus);
+    free(t->numa);
+    free(t->core);
+    free(t->gpu);
+    free(t->nic);
+    free(t->numa_dist);
+    free(t);
+}
+
+int fr_topo_gpu_nic_distance(const fr_topo_t *t, int g, int n)
+{
+    const fr_topo_gpu_t *a = &t->gpu[g];
+    const fr_topo_nic_t *b = &t->nic[n];
+    if (a->pci.sw >= 0 && a->pci.sw == b->pci.sw) return 0;
+    if (a->pci.host_bridge >= 0 && a->pci.host_bridge == b->pci.host_bridge) return 1;
+    if (a->numa >= 0 && a->numa == b->numa) return 2;
+    if (a->package >= 0 && a->package == b->package) return 3;
+    return 4;
+}
