@@ -6,6 +6,7 @@
 #include "comm.h"
 #include "copy.h"
 #include "shm.h"
+#include "shm_steps.h"
 
 #define DEFAULT_CHUNK (256u * 1024u)
 
@@ -15,25 +16,12 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
     if (comm->size == 1) return FR_SUCCESS;
     size_t chunk = call->chunk ? call->chunk : DEFAULT_CHUNK;
     if (chunk > s->bc_slot) chunk = s->bc_slot;
-    void (*copy_out)(void *, const void *, size_t) = fr_copy_for(call->bytes);
+    fr_copy_fn copy_out = fr_copy_for(call->bytes);
     int root = comm->rank_local[call->root];
-    char *data = call->recvbuf;
-    size_t off = 0;
-    do {
+    for (size_t off = 0; off < call->bytes; off += chunk) {
         size_t n = call->bytes - off < chunk ? call->bytes - off : chunk;
-        uint64_t R = ++s->round[FR_SHM_F_BREADY];
-        char *buf = s->bc + (size_t)((R - 1) % FR_SHM_BCAST_NBUF) * s->bc_slot;
-        if (s->lrank == root) {
-            if (R > FR_SHM_BCAST_NBUF) fr_shm_wait_all(s, FR_SHM_F_BACK, R - FR_SHM_BCAST_NBUF, comm->spin);
-            fr_copy(buf, data + off, n);
-            fr_shm_post(s, FR_SHM_F_BREADY, R);
-        } else {
-            fr_shm_wait_one(s, root, FR_SHM_F_BREADY, R, comm->spin);
-            copy_out(data + off, buf, n);
-        }
-        fr_shm_post(s, FR_SHM_F_BACK, R);
-        off += n;
-    } while (off < call->bytes);
+        fr_shm_bcast_chunk(comm, root, (char *)call->recvbuf + off, n, copy_out);
+    }
     return FR_SUCCESS;
 }
 

@@ -11,11 +11,15 @@ const char fr_default_table[] =
     "allreduce     host    1      *      *          shm\n"
     /* across nodes (faked with FASTREDUCE_NODE_SIZE=1): latency-bound sizes
      * want the fewest steps, mid sizes the ring, the largest Rabenseifner */
+    /* several nodes of 2+ ranks (2 x 2 faked, UCX on TCP, benchmarks/hier.sh):
+     * the hierarchical algorithms win from 8M (allreduce) and 8K (bcast) */
+    "allreduce     host    2-inf  2-inf  8M-inf     hier\n"
     "allreduce     host    2-inf  *      0-64K      recursive_doubling\n"
     "allreduce     host    2-inf  *      64K-8M     ring\n"
     "allreduce     host    2-inf  *      8M-inf     rabenseifner\n"
     "allreduce     *       *      *      *          mpi\n"
     "bcast         host    1      *      *          shm\n"
+    "bcast         host    2-inf  2-inf  8K-inf     hier\n"
     "bcast         host    2-inf  *      0-512K     binomial\n"
     "bcast         host    2-inf  *      512K-inf   pipeline\n"
     "bcast         *       *      *      *          mpi\n";

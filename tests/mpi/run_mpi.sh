@@ -143,6 +143,19 @@ done
 for np in 2 3 4; do
     run_one "$np" "" test_select
 done
+# The hierarchical algorithms on faked nodes (FASTREDUCE_NODE_SIZE), with
+# UCX's traffic on TCP sockets so the network path really runs: 2 and 3
+# nodes of 1 to 3 ranks, and unequal nodes (where hier allreduce declines).
+TCP="UCX_TLS=tcp,self"
+run_one 4 "$TCP FASTREDUCE_NODE_SIZE=2" test_coll --algo hier
+run_one 2 "$TCP FASTREDUCE_NODE_SIZE=1" test_coll --algo hier
+run_one 3 "$TCP FASTREDUCE_NODE_SIZE=1" test_coll --quick --algo hier
+run_one 6 "$TCP FASTREDUCE_NODE_SIZE=3" test_coll --quick --algo hier
+run_one 6 "$TCP FASTREDUCE_NODE_SIZE=2" test_coll --quick --algo hier
+run_one 5 "$TCP FASTREDUCE_NODE_SIZE=2" test_coll --quick --algo hier
+run_one 5 "$TCP FASTREDUCE_NODE_SIZE=3" test_coll --quick --algo hier
+RUN_WRAP="${srcdir:-$(dirname "$0")/..}/mpi/hostid_wrap.sh" run_one 4 "$TCP" test_coll --quick --algo hier
+
 # Binding on this machine: each rank's affinity against the plan, worked out
 # by test_bind from /sys; with FASTREDUCE_REPORT_BINDINGS=1 every rank prints
 # one line. Faked nodes do not change binding (it is about the machine).

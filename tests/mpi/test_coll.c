@@ -22,9 +22,10 @@ static int np, me;
 static int quick;
 static int cfg_node_size;
 static int nnodes;
+static int equal_nodes = 1;   /* every node has as many ranks */
 
-static const char *const ar_algs[] = { "ring", "recursive_doubling", "rabenseifner", "tree", "shm", "mpi" };
-static const char *const bc_algs[] = { "binomial", "scatter_allgather", "pipeline", "shm", "mpi" };
+static const char *const ar_algs[] = { "ring", "recursive_doubling", "rabenseifner", "tree", "shm", "hier", "mpi" };
+static const char *const bc_algs[] = { "binomial", "scatter_allgather", "pipeline", "shm", "hier", "mpi" };
 #define N_AR (int)(sizeof ar_algs / sizeof ar_algs[0])
 #define N_BC (int)(sizeof bc_algs / sizeof bc_algs[0])
 
@@ -172,6 +173,15 @@ static void make_case(fr_dtype_t dt, fr_op_t op, size_t count, uint64_t salt,
 
 /* ---- checks -------------------------------------------------------------- */
 
+/* Shapes where a forced algorithm must decline: shm across nodes, hier on
+ * one node, and hier allreduce on nodes of unequal sizes. */
+static int cannot_serve(const comm_ent_t *ce)
+{
+    if (!strcmp(ce->algo, "shm")) return nnodes > 1;
+    if (!strcmp(ce->algo, "hier")) return nnodes < 2 || (ce->coll == COLL_AR && !equal_nodes);
+    return 0;
+}
+
 static void note_choice(comm_ent_t *ce, const char *alg, size_t count)
 {
     sel_hash ^= alg ? tu_hash_bytes(alg, strlen(alg)) : 1;
@@ -179,10 +189,11 @@ static void note_choice(comm_ent_t *ce, const char *alg, size_t count)
     if (!TU_CHECK(alg && *alg, "the algorithm query returned %s", alg ? "\"\"" : "NULL")) return;
     if (!ce->algo || count == 0) return;
     ce->calls++;
-    int shm_multi = strcmp(ce->algo, "shm") == 0 && nnodes > 1;
+    int shm_multi = cannot_serve(ce);
     if (strcmp(alg, ce->algo) == 0) {
         ce->ran++;
-        TU_CHECK(!shm_multi, "shm was chosen although the communicator spans %d nodes", nnodes);
+        TU_CHECK(!shm_multi, "%s was chosen although the communicator has %d node(s)%s", ce->algo, nnodes,
+                 equal_nodes ? "" : " of unequal sizes");
     } else if (!shm_multi) {
         ce->declined++;
         snprintf(ce->fallback, sizeof ce->fallback, "%s", alg);
@@ -356,7 +367,7 @@ static int create_comm(comm_ent_t *ce, const char *algo, int coll)
     ce->coll = coll;
     if (algo) {
         /* shm and mpi name both collectives: force only the one under test */
-        if (!strcmp(algo, "shm") || !strcmp(algo, "mpi"))
+        if (!strcmp(algo, "shm") || !strcmp(algo, "hier") || !strcmp(algo, "mpi"))
             snprintf(spec, sizeof spec, "%s=%s", coll == COLL_AR ? "allreduce" : "bcast", algo);
         else
             snprintf(spec, sizeof spec, "%s", algo);
@@ -377,7 +388,7 @@ static void report_forced(comm_ent_t *ce)
 {
     if (!ce->algo) return;
     tu_begin("%s algo=%s ran when forced", ce->coll == COLL_AR ? "allreduce" : "bcast", ce->algo);
-    int shm_multi = strcmp(ce->algo, "shm") == 0 && nnodes > 1;
+    int shm_multi = cannot_serve(ce);
     if (np >= 2 && !shm_multi)
         TU_CHECK(ce->ran > 0, "forced algorithm %s never ran (declined all %ld calls, fell back to %s)",
                  ce->algo, ce->calls, ce->fallback);
@@ -406,7 +417,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--node-size") && i + 1 < argc) cfg_node_size = atoi(argv[++i]);
         else { usage(); MPI_Finalize(); return 2; }
     }
-    nnodes = tu_expected_nnodes(cfg_node_size);
+    nnodes = tu_node_shape(cfg_node_size, &equal_nodes);
     double t0 = MPI_Wtime();
 
     int known = !only || !strcmp(only, "default");

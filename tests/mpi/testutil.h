@@ -340,43 +340,46 @@ TU_FN const char *tu_status(fr_status_t st)
 /* Number of nodes the library should see: FASTREDUCE_NODE_SIZE (or
  * @p cfg_node_size when > 0) groups consecutive ranks; otherwise the real
  * shared-memory domains. Collective. */
-TU_FN int tu_expected_nnodes(int cfg_node_size)
+/* The node split the library should see, worked out from the same inputs
+ * (FASTREDUCE_NODE_SIZE or fr_config_t.node_size, FASTREDUCE_HOSTID, or the
+ * host): the number of nodes, and in *equal whether all have as many ranks. */
+TU_FN int tu_node_shape(int cfg_node_size, int *equal)
 {
     int ns = cfg_node_size;
     if (ns <= 0) {
         const char *e = getenv("FASTREDUCE_NODE_SIZE");
         ns = e && *e ? atoi(e) : 0;
     }
-    if (ns > 0) return (tu.size + ns - 1) / ns;
-    /* FASTREDUCE_HOSTID on any rank: nodes are the distinct names (a rank
-     * without one is named by its host). */
+    if (ns > 0) {
+        if (equal) *equal = tu.size % ns == 0 || tu.size < ns;
+        return (tu.size + ns - 1) / ns;
+    }
+    /* Nodes are the distinct names: FASTREDUCE_HOSTID where any rank sets it
+     * (a rank without one is named by its host), else the host. */
     const char *hid = getenv("FASTREDUCE_HOSTID");
     int any = hid && *hid, anyall = 0;
     MPI_Allreduce(&any, &anyall, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (anyall) {
-        char mine[64] = {0}, *all = calloc((size_t)tu.size, 64);
-        int len, distinct = 0;
-        if (any) snprintf(mine, sizeof mine, "%s", hid);
-        else MPI_Get_processor_name(mine, &len);
-        mine[63] = '\0';
-        MPI_Allgather(mine, 64, MPI_CHAR, all, 64, MPI_CHAR, MPI_COMM_WORLD);
-        for (int r = 0; r < tu.size; r++) {
-            int seen = 0;
-            for (int q = 0; q < r && !seen; q++) seen = !strncmp(all + 64 * q, all + 64 * r, 64);
-            distinct += !seen;
-        }
-        free(all);
-        return distinct;
+    char mine[64] = {0}, *all = calloc((size_t)tu.size, 64);
+    int len, distinct = 0, size0 = -1, eq = 1;
+    if (any) snprintf(mine, sizeof mine, "%s", hid);
+    else MPI_Get_processor_name(mine, &len);
+    mine[63] = '\0';
+    MPI_Allgather(mine, 64, MPI_CHAR, all, 64, MPI_CHAR, MPI_COMM_WORLD);
+    for (int r = 0; r < tu.size; r++) {
+        int seen = 0, count = 0;
+        for (int q = 0; q < r && !seen; q++) seen = !strncmp(all + 64 * q, all + 64 * r, 64);
+        if (seen) continue;
+        distinct++;
+        for (int q = r; q < tu.size; q++) count += !strncmp(all + 64 * q, all + 64 * r, 64);
+        if (size0 < 0) size0 = count;
+        else if (count != size0) eq = 0;
     }
-    MPI_Comm node;
-    int lrank, nn = 0;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_rank(node, &lrank);
-    int one = lrank == 0;
-    MPI_Allreduce(&one, &nn, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Comm_free(&node);
-    return nn;
+    free(all);
+    if (equal) *equal = eq;
+    return distinct;
 }
+
+TU_FN int tu_expected_nnodes(int cfg_node_size) { return tu_node_shape(cfg_node_size, NULL); }
 
 /* ---- capturing stderr (to check that a warning was printed) -------------- */
 

@@ -700,11 +700,17 @@ Test(default_table, parses_cleanly_and_covers_every_call)
     EXPECT(A, H, 2, 4, 64 * K + 1, "ring");
     EXPECT(A, H, 4, 1, 8 * M, "ring");
     EXPECT(A, H, 4, 1, 8 * M + 1, "rabenseifner");
-    EXPECT(A, H, 64, 8, FR_INF, "rabenseifner");
+    EXPECT(A, H, 64, 1, FR_INF, "rabenseifner");
+    EXPECT(A, H, 64, 8, FR_INF, "hier");
+    EXPECT(A, H, 2, 2, 8 * M, "hier");
+    EXPECT(A, H, 2, 2, 8 * M - 1, "ring");
     EXPECT(A, C, 4, 8, 1 * M, "mpi");
     EXPECT(B, H, 1, 2, 4, "shm");
     EXPECT(B, H, 2, 1, 512 * K, "binomial");
     EXPECT(B, H, 2, 1, 512 * K + 1, "pipeline");
+    EXPECT(B, H, 2, 2, 8 * K, "hier");
+    EXPECT(B, H, 2, 2, 8 * K - 1, "binomial");
+    EXPECT(B, H, 2, 1, 8 * K, "binomial");
     EXPECT(B, C, 2, 1, 8, "mpi");
     EXPECT(B, H, 1, 1, 8, "shm");
     /* Every (collective, memory) has a rule for every shape. */

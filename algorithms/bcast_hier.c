@@ -1,0 +1,67 @@
+/* bcast "hier", for several nodes (of any sizes): per chunk, a binomial
+ * tree across the nodes over UCX between one rank per node (the root on its
+ * node, local rank 0 elsewhere), then the shm bcast inside each node from
+ * that rank. A rank forwards a chunk to its child nodes without waiting,
+ * so those sends overlap its node's shared-memory stage. */
+#include "alg_util.h"
+#include "copy.h"
+#include "shm.h"
+#include "shm_steps.h"
+
+#define HIER_BCAST_CHUNK ((uint64_t)512 * 1024)
+#define MAX_CHILDREN 32
+
+static fr_status_t check(const fr_call_t *call, const struct fr_comm *comm)
+{
+    return call->mem == FR_MEM_HOST && comm->nnodes >= 2 ? FR_SUCCESS : FR_ERR_NOT_SUPPORTED;
+}
+
+/* The rank that speaks for node @p node: the root on its node, else local rank 0. */
+static int leader(const struct fr_comm *comm, int node, int root)
+{
+    if (comm->rank_node[root] == node) return root;
+    for (int r = 0; r < comm->size; r++)
+        if (comm->rank_node[r] == node && comm->rank_local[r] == 0) return r;
+    return -1;
+}
+
+static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
+{
+    if (call->bytes == 0) return FR_SUCCESS;
+    const int nn = comm->nnodes, rn = comm->rank_node[call->root];
+    const int vr = (comm->node - rn + nn) % nn;
+    const int me_leader = leader(comm, comm->node, call->root) == comm->rank;
+    const int src_local = comm->rank_local[leader(comm, comm->node, call->root)];
+    size_t chunk = call->chunk ? call->chunk : HIER_BCAST_CHUNK;
+    if (comm->shm && chunk > comm->shm->bc_slot) chunk = comm->shm->bc_slot;
+    fr_copy_fn copy_out = fr_copy_for(call->bytes);
+    char *data = call->recvbuf;
+    unsigned step = 0;
+    for (size_t off = 0; off < call->bytes; off += chunk, step++) {
+        size_t n = call->bytes - off < chunk ? call->bytes - off : chunk;
+        fr_req_t rq[MAX_CHILDREN];
+        int nrq = 0;
+        if (me_leader) {
+            int low = 1;
+            while (low < nn && !(vr & low)) low <<= 1;   /* vr's lowest set bit (nn for vr 0) */
+            if (vr) FR_CHECK(fr_p2p_recv(comm, leader(comm, (vr - low + rn) % nn, call->root), data + off, n,
+                                         FR_ALG_STEP(step)));
+            for (int m = low >> 1; m >= 1; m >>= 1)
+                if (vr + m < nn && nrq < MAX_CHILDREN) {
+                    rq[nrq] = (fr_req_t)FR_REQ_INIT;
+                    FR_CHECK(fr_p2p_isend(comm, leader(comm, (vr + m + rn) % nn, call->root), FR_ALG_STEP(step),
+                                          data + off, n, &rq[nrq]));
+                    nrq++;
+                }
+        }
+        if (comm->local_size > 1) fr_shm_bcast_chunk(comm, src_local, data + off, n, copy_out);
+        if (nrq) FR_CHECK(fr_p2p_wait(comm, rq, nrq));
+    }
+    return FR_SUCCESS;
+}
+
+const fr_alg_t fr_alg_bcast_hier = {
+    .name = "hier", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_HOST, .check = check, .run = run,
+    .desc = "several nodes: binomial tree across the nodes over UCX between one rank per node, then "
+            "shared memory inside each node, per chunk (chunk=512K, at most the shm bcast slot)",
+};

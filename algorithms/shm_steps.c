@@ -1,0 +1,92 @@
+/* The shared-memory steps of shm_steps.h. */
+#include "shm_steps.h"
+#include "copy.h"
+#include "reduce.h"
+#include "shm.h"
+#include "log.h"
+
+char *fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const char *send, size_t n,
+                      uint64_t *round, size_t *so, size_t *sl)
+{
+    fr_shm_t *s = comm->shm;
+    const int l = s->lsize, me = s->lrank;
+    const size_t es = fr_dtype_size(call->dtype);
+    uint64_t R = ++s->round[FR_SHM_F_ARRIVE];
+    char *bufs = s->red + (size_t)(R & 1) * (size_t)l * s->red_slot;
+    char *mine = bufs + (size_t)me * s->red_slot;
+    fr_block(n, l, me, so, sl);
+    /* The buffer of round R-2 is free once every rank has started R-1. */
+    if (R > 1) fr_shm_wait_all(s, FR_SHM_F_ARRIVE, R - 1, comm->spin);
+    /* my own slice is read from the send buffer: only the others go in */
+    fr_copy(mine, send, *so * es);
+    fr_copy(mine + (*so + *sl) * es, send + (*so + *sl) * es, (n - *so - *sl) * es);
+    fr_shm_post(s, FR_SHM_F_ARRIVE, R);
+    fr_shm_wait_all(s, FR_SHM_F_ARRIVE, R, comm->spin);
+
+    char *res = mine + *so * es;
+    const char *own = send + *so * es;
+    int first = 1;
+    for (int j = 0; j < l; j++) {
+        if (j == me) continue;
+        const char *src = bufs + (size_t)j * s->red_slot + *so * es;
+        if (first) fr_reduce3(res, own, src, *sl, call->dtype, call->op);
+        else fr_reduce(res, src, *sl, call->dtype, call->op);
+        first = 0;
+    }
+    *round = R;
+    return res;
+}
+
+void fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *recv, size_t n, uint64_t R,
+                     fr_copy_fn copy_out)
+{
+    fr_shm_t *s = comm->shm;
+    const int l = s->lsize, me = s->lrank;
+    const size_t es = fr_dtype_size(call->dtype);
+    char *bufs = s->red + (size_t)(R & 1) * (size_t)l * s->red_slot;
+    fr_shm_post(s, FR_SHM_F_REDUCED, R);
+    for (int k = 0; k < l; k++) {
+        int j = (me + k) % l;   /* my own slice first: it is ready */
+        size_t jo, jl;
+        fr_block(n, l, j, &jo, &jl);
+        if (j != me) fr_shm_wait_one(s, j, FR_SHM_F_REDUCED, R, comm->spin);
+        copy_out(recv + jo * es, bufs + (size_t)j * s->red_slot + jo * es, jl * es);
+    }
+}
+
+void fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_t n, fr_copy_fn copy_out)
+{
+    fr_shm_t *s = comm->shm;
+    uint64_t R = ++s->round[FR_SHM_F_BREADY];
+    char *buf = s->bc + (size_t)((R - 1) % FR_SHM_BCAST_NBUF) * s->bc_slot;
+    if (s->lrank == root) {
+        if (R > FR_SHM_BCAST_NBUF) fr_shm_wait_all(s, FR_SHM_F_BACK, R - FR_SHM_BCAST_NBUF, comm->spin);
+        fr_copy(buf, data, n);
+        fr_shm_post(s, FR_SHM_F_BREADY, R);
+    } else {
+        fr_shm_wait_one(s, root, FR_SHM_F_BREADY, R, comm->spin);
+        copy_out(data, buf, n);
+    }
+    fr_shm_post(s, FR_SHM_F_BACK, R);
+}
+
+fr_status_t fr_shm_allreduce_chunks(struct fr_comm *comm, const fr_call_t *call, size_t def_chunk,
+                                    fr_slice_fn between)
+{
+    /* A result larger than a good part of the cache is written with
+     * streaming stores: it saves reading the destination lines first. */
+    fr_copy_fn copy_out = fr_copy_for(call->bytes);
+    const size_t es = fr_dtype_size(call->dtype);
+    size_t chunk = call->chunk ? call->chunk : def_chunk;
+    if (chunk > comm->shm->red_slot) chunk = comm->shm->red_slot;
+    size_t cel = chunk / es ? chunk / es : 1;
+    unsigned k = 0;
+    for (size_t off = 0; off < call->count; off += cel, k++) {
+        size_t n = call->count - off < cel ? call->count - off : cel, so, sl;
+        uint64_t R;
+        char *slice = fr_shm_rs_chunk(comm, call, (const char *)call->sendbuf + off * es, n, &R, &so, &sl);
+        if (between) FR_CHECK(between(comm, call, slice, sl, k));
+        fr_shm_ag_chunk(comm, call, (char *)call->recvbuf + off * es, n, R, copy_out);
+    }
+    return FR_SUCCESS;
+}
