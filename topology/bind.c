@@ -113,7 +113,7 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
         if (r->gpu >= 0) out->gpu = t->gpu[r->gpu].index;
         if (r->nic >= 0) {
             snprintf(out->nic, sizeof out->nic, "%s", t->nic[r->nic].name);
-            nic_env(&t->nic[r->nic]);
+            if (t->this_system) nic_env(&t->nic[r->nic]);   /* never a device of another machine */
         }
         out->numa = r->numa;
         if (eff != FR_BIND_NONE && !t->this_system) {

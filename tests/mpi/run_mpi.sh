@@ -171,6 +171,8 @@ run_one 3 "FASTREDUCE_BIND=numa" test_bind
 run_one 2 "FASTREDUCE_BIND=none" test_bind
 run_one 6 "FASTREDUCE_BIND=core FASTREDUCE_NODE_SIZE=2" test_bind
 run_one 2 "FASTREDUCE_BIND=auto" test_bind
+run_one 3 "FASTREDUCE_BIND=gpu" test_bind
+run_one 2 "FASTREDUCE_BIND=gpu FASTREDUCE_TOPO_XML=${srcdir:-$(dirname "$0")/..}/topologies/dgx-8gpu.xml" test_bind
 
 # Nodes named per rank with FASTREDUCE_HOSTID, interleaved (0,2,4 | 1,3,5).
 SRCDIR=${srcdir:-$(dirname "$0")/..}
