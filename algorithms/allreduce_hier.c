@@ -1,7 +1,8 @@
 /* allreduce "hier", for several nodes with the same number of ranks each:
  * per chunk, a shared-memory reduce-scatter inside the node (local rank i
- * owns slice i), a ring allreduce of each slice across the nodes between
- * the ranks of the same local index (over UCX, so every node sends its
+ * owns slice i), an allreduce of each slice across the nodes between
+ * the ranks of the same local index (over UCX: recursive doubling or the
+ * ring, by the rule's across= or by size; every node sends its
  * data across the network once, spread over all its ranks), and a
  * shared-memory allgather inside the node. Within a chunk the stages run
  * one after another; the ring overlaps its reductions with its transfers. */
@@ -11,6 +12,7 @@
 
 #define HIER_CHUNK_DEFAULT ((uint64_t)4 * 1024 * 1024)
 #define HIER_RING_CHUNK ((uint64_t)256 * 1024)
+#define HIER_RD_MAX ((size_t)64 * 1024)
 
 /* Same ranks per node on every node, and a segment where a node has more than one. */
 static fr_status_t check(const fr_call_t *call, const struct fr_comm *comm)
@@ -28,14 +30,38 @@ static int rank_at(const struct fr_comm *comm, int node, int local)
     return -1;
 }
 
-/* Ring allreduce of @p count elements of @p buf (input @p src) across the
- * nodes, among the ranks of this rank's local index. */
+/* Recursive doubling across a power-of-two number of nodes: log2(nodes)
+ * exchanges of the whole slice, the lower node's operand first, so both
+ * ends of every exchange compute the same bits. */
+static fr_status_t across_rd(struct fr_comm *comm, const fr_call_t *call, char *buf, const char *src,
+                             size_t count, unsigned tag)
+{
+    int n = comm->nnodes, me = comm->node, l = comm->local_rank;
+    size_t bytes = count * fr_dtype_size(call->dtype);
+    char *tmp = fr_comm_scratch(comm, bytes);
+    if (!tmp) return FR_ERR_NO_MEMORY;
+    const char *cur = src;
+    for (int mask = 1, t = 0; mask < n; mask <<= 1, t++) {
+        int p = me ^ mask;
+        FR_CHECK(fr_alg_xchg(comm, rank_at(comm, p, l), cur, bytes, tmp, bytes, tag + (unsigned)t));
+        fr_alg_reduce_ordered(buf, cur, tmp, p < me, count, call->dtype, call->op);
+        cur = buf;
+    }
+    return FR_SUCCESS;
+}
+
+/* Allreduce of @p count elements of @p buf (input @p src) across the nodes,
+ * among the ranks of this rank's local index: the rule's across=, else
+ * recursive doubling for slices up to HIER_RD_MAX bytes and the ring above.
+ * Recursive doubling needs a power-of-two node count; otherwise the ring. */
 static fr_status_t across(struct fr_comm *comm, const fr_call_t *call, char *buf, const char *src,
                           size_t count, unsigned tag)
 {
     int n = comm->nnodes, me = comm->node, l = comm->local_rank;
     size_t es = fr_dtype_size(call->dtype), off, maxlen;
     if (!count) return FR_SUCCESS;
+    int rd = call->across == FR_ACROSS_RD || (call->across == FR_ACROSS_AUTO && count * es <= HIER_RD_MAX);
+    if (rd && !(n & (n - 1))) return across_rd(comm, call, buf, src, count, tag);
     fr_block(count, n, 0, &off, &maxlen);
     size_t ce = HIER_RING_CHUNK / es < maxlen ? HIER_RING_CHUNK / es : maxlen;
     char *tmp = fr_comm_scratch(comm, 2 * ce * es);
@@ -64,6 +90,6 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
 const fr_alg_t fr_alg_allreduce_hier = {
     .name = "hier", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_HOST, .check = check, .run = run,
     .desc = "several nodes of equal size: shared-memory reduce-scatter, ring allreduce of each slice "
-            "across the nodes over UCX, shared-memory allgather; chunk=4M (at most half of "
-            "FASTREDUCE_SHM_SIZE)",
+            "across the nodes over UCX (across=rd|ring; default rd up to 64K per slice on a power-of-two "
+            "node count), shared-memory allgather; chunk=4M (at most half of FASTREDUCE_SHM_SIZE)",
 };

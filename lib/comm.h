@@ -25,6 +25,7 @@ typedef struct fr_call {
     fr_mem_t    mem;
     uint64_t    chunk;     /* the rule's chunk= parameter, 0 for the algorithm's default */
     int         fanout;    /* the rule's fanout= parameter, 0 for the default */
+    int         across;    /* the rule's across= parameter (FR_ACROSS_*), 0 for the default */
 } fr_call_t;
 
 struct fr_ucx;

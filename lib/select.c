@@ -63,6 +63,7 @@ static const fr_alg_t *choose(struct fr_comm *c, fr_call_t *call, int *rule)
         const fr_alg_t *a = fr_algs[r->alg];
         call->chunk = r->chunk;
         call->fanout = r->fanout;
+        call->across = r->across;
         if (a->check(call, c) == FR_SUCCESS) { *rule = i; return a; }
         if (r->src == FR_SRC_ALGO && c->rank == 0 && !(c->warned & (1u << call->coll))) {
             c->warned |= 1u << call->coll;
@@ -74,6 +75,7 @@ static const fr_alg_t *choose(struct fr_comm *c, fr_call_t *call, int *rule)
     *rule = -1;
     call->chunk = 0;
     call->fanout = 0;
+    call->across = 0;
     return fr_algs[fallback_alg(call->coll)];
 }
 

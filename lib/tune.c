@@ -359,8 +359,18 @@ static int parse_param(fr_rule_t *r, char *field, char *msg, size_t size)
             return -1;
         }
         r->fanout = (int)v;
+    } else if (strcmp(key, "across") == 0) {
+        if (r->across) {
+            snprintf(msg, size, "bad parameter: across given twice");
+            return -1;
+        }
+        if (strcmp(val, "ring") && strcmp(val, "rd")) {
+            snprintf(msg, size, "bad parameter across='%s': must be ring or rd", Q(val));
+            return -1;
+        }
+        r->across = strcmp(val, "ring") == 0 ? FR_ACROSS_RING : FR_ACROSS_RD;
     } else {
-        snprintf(msg, size, "bad parameter: unknown key '%s' in '%s=%s' (expected chunk or fanout)",
+        snprintf(msg, size, "bad parameter: unknown key '%s' in '%s=%s' (expected chunk, fanout or across)",
                  Q(key), Q(key), Q(val));
         return -1;
     }

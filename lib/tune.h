@@ -14,6 +14,8 @@ typedef struct fr_range { uint64_t lo, hi; } fr_range_t;  /* inclusive */
 /* Where a rule came from, strongest first. */
 typedef enum { FR_SRC_ALGO = 0, FR_SRC_TUNE, FR_SRC_FILE, FR_SRC_DEFAULT, FR_SRC_COUNT } fr_rule_src_t;
 
+enum { FR_ACROSS_AUTO = 0, FR_ACROSS_RING, FR_ACROSS_RD };
+
 typedef struct fr_rule {
     int        coll;      /* fr_coll_t */
     unsigned   mem;       /* mask of fr_mem_t */
@@ -21,6 +23,7 @@ typedef struct fr_rule {
     int        alg;       /* index into fr_algs[] */
     uint64_t   chunk;     /* chunk=SIZE parameter, 0 if absent */
     int        fanout;    /* fanout=N parameter, 0 if absent */
+    int        across;    /* across=ring|rd (hier's stage between nodes), FR_ACROSS_AUTO if absent */
     int        src;       /* fr_rule_src_t */
     int        line;      /* line (or rule number) in its source */
 } fr_rule_t;

@@ -43,7 +43,7 @@ static const char *fmt_range(char *buf, size_t size, const fr_range_t *r, int is
 
 char *fr_rule_format(const fr_rule_t *r, char *buf, size_t len)
 {
-    char nodes[72], ppn[72], bytes[72], chunk[48] = "", fanout[24] = "", v[32];
+    char nodes[72], ppn[72], bytes[72], chunk[48] = "", fanout[48] = "", v[32];
     if (!buf || len == 0)
         return buf;
     if (!r) {
@@ -60,6 +60,9 @@ char *fr_rule_format(const fr_rule_t *r, char *buf, size_t len)
         snprintf(chunk, sizeof chunk, " chunk=%s", fmt_value(v, sizeof v, r->chunk, 1));
     if (r->fanout)
         snprintf(fanout, sizeof fanout, " fanout=%d", r->fanout);
+    if (r->across)
+        snprintf(fanout + strlen(fanout), sizeof fanout - strlen(fanout), " across=%s",
+                 r->across == FR_ACROSS_RING ? "ring" : "rd");
     snprintf(buf, len, "%-12s %-6s %-6s %-6s %-12s %s%s%s", coll, mem,
              fmt_range(nodes, sizeof nodes, &r->nodes, 0), fmt_range(ppn, sizeof ppn, &r->ppn, 0),
              fmt_range(bytes, sizeof bytes, &r->bytes, 1), alg, chunk, fanout);

@@ -189,6 +189,38 @@ Test(parse, all_field_forms)
     diags_clear(&d);
 }
 
+/* across= (hier's stage between nodes) parses, prints and round-trips. */
+Test(parse, across_parameter)
+{
+    fr_table_t t = {0};
+    diags_t d = {0};
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse(&t, "allreduce host 2-inf 2-inf 0-64K hier across=rd\n"
+                                    "allreduce host 2-inf 2-inf * hier chunk=1M across=ring\n"
+                                    "allreduce host * * * ring", "a", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(nbad, 0);
+    cr_assert_eq(t.n, 3);
+    cr_assert_eq(t.rules[0].across, FR_ACROSS_RD);
+    cr_assert_eq(t.rules[1].across, FR_ACROSS_RING);
+    cr_assert_eq(t.rules[1].chunk, 1024 * 1024);
+    cr_assert_eq(t.rules[2].across, FR_ACROSS_AUTO);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    fr_table_print(&t, f);
+    fclose(f);
+    cr_assert(strstr(buf, "across=rd") && strstr(buf, "across=ring"), "printed table:\n%s", buf);
+    fr_table_t back = {0};
+    cr_assert_eq(fr_table_parse(&back, buf, "printed", FR_SRC_FILE, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(nbad, 0);
+    cr_assert_eq(back.n, 3);
+    cr_assert_eq(back.rules[0].across, FR_ACROSS_RD);
+    cr_assert_eq(back.rules[1].across, FR_ACROSS_RING);
+    free(buf);
+    fr_table_free(&back);
+    fr_table_free(&t);
+}
+
 Test(parse, appends_and_empty_inputs)
 {
     fr_table_t t = { 0 };
@@ -258,6 +290,8 @@ Test(parse, malformed_lines)
         { "allreduce host * * * ring =1", "bad parameter", "unknown key" },
         { "allreduce host * * * ring chunk=1K chunk=2K", "bad parameter", "twice" },
         { "allreduce host * * * ring fanout=2 fanout=2", "bad parameter", "twice" },
+        { "allreduce host * * * hier across=tree", "bad parameter", "ring or rd" },
+        { "allreduce host * * * hier across=rd across=rd", "bad parameter", "twice" },
         { "allreduce host * * 8Kx ring", "trailing garbage", "8Kx" },
         { "allreduce host * * 0-8.5K ring", "trailing garbage", ".5K" },
         { "allreduce host 2K * * ring", "trailing garbage", "nodes" },
