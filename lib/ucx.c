@@ -1,6 +1,7 @@
 /* Point-to-point transfers over UCX ucp tag matching (see p2p.h). One UCP
  * context per process, shared by the communicators; one worker and one
  * endpoint per peer for each communicator. */
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 struct fr_ucx {
     ucp_worker_h worker;
     ucp_ep_h    *eps;    /* [size] */
+    int          efd;    /* the worker's event fd, -1 when it has none */
 };
 
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -31,12 +33,13 @@ static fr_status_t ctx_get(void)
     pthread_mutex_lock(&ctx_lock);
     if (ctx_refs == 0) {
         ucp_config_t *cfg;
-        ucs_status_t us = ucp_config_read(NULL, NULL, &cfg);
+        /* FASTREDUCE_UCX_<NAME> steers our UCX alone (UCX_<NAME> still applies) */
+        ucs_status_t us = ucp_config_read("FASTREDUCE", NULL, &cfg);
         if (us == UCS_OK) {
             ucp_params_t p;
             memset(&p, 0, sizeof p);
             p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-            p.features = UCP_FEATURE_TAG;
+            p.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
             p.mt_workers_shared = 0;
             us = ucp_init(&p, cfg, &ctx);
             ucp_config_release(cfg);
@@ -78,6 +81,7 @@ fr_status_t fr_ucx_create(struct fr_comm *comm)
     wp.thread_mode = UCS_THREAD_MODE_SINGLE;
     ucs_status_t us = ucp_worker_create(ctx, &wp, &u->worker);
     if (us != UCS_OK) { u->worker = NULL; st = FR_ERROR(FR_ERR_UCX, "ucp_worker_create: %s", ucs_status_string(us)); goto fail_agree; }
+    if (ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK) u->efd = -1;
     us = ucp_worker_get_address(u->worker, &addr, &addr_len);
     if (us != UCS_OK) { st = FR_ERROR(FR_ERR_UCX, "ucp_worker_get_address: %s", ucs_status_string(us)); goto fail_agree; }
     have_addr = 1;
@@ -197,7 +201,18 @@ fr_status_t fr_p2p_wait(struct fr_comm *comm, fr_req_t *reqs, int n)
             ucp_request_free(reqs[i].ucx);
             reqs[i].ucx = NULL;
         }
-        if (pending && !ucp_worker_progress(w)) fr_backoff(&polls, comm->spin);
+        if (pending && !ucp_worker_progress(w)) {
+            /* Past the spin, sleep until the network has something (at most
+             * 1 ms): a yielding rank would wait for the scheduler instead. */
+            if (comm->ucx->efd >= 0 && polls++ > comm->spin) {
+                if (ucp_worker_arm(w) == UCS_OK) {
+                    struct pollfd pf = {.fd = comm->ucx->efd, .events = POLLIN};
+                    poll(&pf, 1, 1);
+                }
+            } else {
+                fr_backoff(&polls, comm->spin);
+            }
+        }
     } while (pending);
     return st;
 }

@@ -144,9 +144,10 @@ for np in 2 3 4; do
     run_one "$np" "" test_select
 done
 # The hierarchical algorithms on faked nodes (FASTREDUCE_NODE_SIZE), with
-# UCX's traffic on TCP sockets so the network path really runs: 2 and 3
+# our UCX traffic on TCP sockets (FASTREDUCE_UCX_TLS: UCX_TLS would also steer MPICH's
+# own UCX, whose MPI_Finalize can hang on TCP) so the network path really runs: 2 and 3
 # nodes of 1 to 3 ranks, and unequal nodes (where hier allreduce declines).
-TCP="UCX_TLS=tcp,self"
+TCP="FASTREDUCE_UCX_TLS=tcp,self"
 run_one 4 "$TCP FASTREDUCE_NODE_SIZE=2" test_coll --algo hier
 run_one 2 "$TCP FASTREDUCE_NODE_SIZE=1" test_coll --algo hier
 run_one 3 "$TCP FASTREDUCE_NODE_SIZE=1" test_coll --quick --algo hier
@@ -155,6 +156,12 @@ run_one 6 "$TCP FASTREDUCE_NODE_SIZE=2" test_coll --quick --algo hier
 run_one 5 "$TCP FASTREDUCE_NODE_SIZE=2" test_coll --quick --algo hier
 run_one 5 "$TCP FASTREDUCE_NODE_SIZE=3" test_coll --quick --algo hier
 RUN_WRAP="${srcdir:-$(dirname "$0")/..}/mpi/hostid_wrap.sh" run_one 4 "$TCP" test_coll --quick --algo hier
+# hier's stage between nodes chosen by the table (across=), at every size
+for a in rd ring; do
+    echo "allreduce host * * * hier across=$a" >"$LOGDIR/hier-$a.table"
+done
+run_one 4 "$TCP FASTREDUCE_NODE_SIZE=1 FASTREDUCE_TUNE_FILE=$LOGDIR/hier-rd.table" test_coll --quick --algo default
+run_one 4 "$TCP FASTREDUCE_NODE_SIZE=2 FASTREDUCE_TUNE_FILE=$LOGDIR/hier-ring.table" test_coll --quick --algo default
 
 # Binding on this machine: each rank's affinity against the plan, worked out
 # by test_bind from /sys; with FASTREDUCE_REPORT_BINDINGS=1 every rank prints
