@@ -2,6 +2,7 @@
  * in tune_print.c).
  * The format is specified in docs/tuning.md; this file is its only parser. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -590,14 +591,168 @@ static int header_line(const char *s, size_t len, const char **ver, size_t *vlen
     return 1;
 }
 
+/* ---- header fields ("# key: value") --------------------------------------- */
+
+enum { META_TEXT, META_WORD, META_COUNT };
+#define META_COUNT_MAX 1000000L
+
+static const struct meta_key {
+    const char *key;
+    int         kind;
+    size_t      off, size;   /* text: where in fr_table_meta_t; count: off only */
+} meta_keys[] = {
+    { "fingerprint", META_WORD, offsetof(fr_table_meta_t, fingerprint), sizeof ((fr_table_meta_t *)0)->fingerprint },
+    { "nodes", META_COUNT, offsetof(fr_table_meta_t, nodes), 0 },
+    { "ppn", META_COUNT, offsetof(fr_table_meta_t, ppn), 0 },
+    { "ranks", META_COUNT, offsetof(fr_table_meta_t, ranks), 0 },
+    { "mpi", META_TEXT, offsetof(fr_table_meta_t, mpi), sizeof ((fr_table_meta_t *)0)->mpi },
+    { "ucx", META_TEXT, offsetof(fr_table_meta_t, ucx), sizeof ((fr_table_meta_t *)0)->ucx },
+    { "nccl", META_TEXT, offsetof(fr_table_meta_t, nccl), sizeof ((fr_table_meta_t *)0)->nccl },
+    { "fastreduce", META_TEXT, offsetof(fr_table_meta_t, fastreduce), sizeof ((fr_table_meta_t *)0)->fastreduce },
+    { "date", META_TEXT, offsetof(fr_table_meta_t, date), sizeof ((fr_table_meta_t *)0)->date },
+    { "measured", META_TEXT, offsetof(fr_table_meta_t, measured), sizeof ((fr_table_meta_t *)0)->measured },
+    { "command", META_TEXT, offsetof(fr_table_meta_t, command), sizeof ((fr_table_meta_t *)0)->command },
+};
+#define N_META_KEYS (sizeof meta_keys / sizeof meta_keys[0])
+
+/* If [s, e) is "# key: value" with a key of meta_keys, store the value in
+ * @p m (or report why it is malformed) and return 1; else 0. seen[k] holds
+ * the line where key k was first given. */
+static int meta_field(parse_ctx_t *c, fr_table_meta_t *m, const char *s, const char *e, int line, int *seen)
+{
+    while (s < e && is_space(*s))
+        s++;
+    if (s == e || *s++ != '#')
+        return 0;
+    while (s < e && is_space(*s))
+        s++;
+    const char *k = s;
+    while (s < e && (((*s | 0x20) >= 'a' && (*s | 0x20) <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
+        s++;
+    size_t klen = (size_t)(s - k);
+    while (s < e && is_space(*s))
+        s++;
+    if (!klen || s == e || *s != ':')
+        return 0;
+    size_t i;
+    for (i = 0; i < N_META_KEYS; i++)
+        if (strlen(meta_keys[i].key) == klen && !strncasecmp(meta_keys[i].key, k, klen))
+            break;
+    if (i == N_META_KEYS)
+        return 0;   /* some other "word:" comment */
+    const struct meta_key *mk = &meta_keys[i];
+    s++;
+    while (s < e && is_space(*s))
+        s++;
+    while (e > s && is_space(e[-1]))
+        e--;
+    size_t vlen = (size_t)(e - s);
+    char *v = strndup(s, vlen);
+    if (!v)
+        return 1;
+    if (seen[i]) {
+        report(c, line, "header field '%s' given twice (first at line %d); this one is ignored", mk->key, seen[i]);
+    } else if (!vlen) {
+        report(c, line, "header field '%s' has no value", mk->key);
+    } else if (mk->kind == META_COUNT) {
+        char *end;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (*end || errno || n < 1 || n > META_COUNT_MAX || !(*v >= '0' && *v <= '9'))
+            report(c, line, "header field '%s': '%s' is not a count (expected an integer 1..%ld)", mk->key, Q(v),
+                   META_COUNT_MAX);
+        else
+            *(long *)((char *)m + mk->off) = n, seen[i] = line;
+    } else if (vlen >= mk->size) {
+        report(c, line, "header field '%s' is too long (%zu bytes, at most %zu)", mk->key, vlen, mk->size - 1);
+    } else if (mk->kind == META_WORD && strpbrk(v, " \t\v\f\r")) {
+        report(c, line, "header field '%s': '%s' must be one word", mk->key, Q(v));
+    } else {
+        memcpy((char *)m + mk->off, v, vlen + 1);
+        seen[i] = line;
+    }
+    free(v);
+    return 1;
+}
+
+/* Only a comment (or blank) on [s, e)? */
+static int comment_only(const char *s, const char *e)
+{
+    while (s < e && is_space(*s))
+        s++;
+    return s == e || *s == '#';
+}
+
+void fr_table_meta_print(const fr_table_meta_t *m, FILE *f)
+{
+    if (!f)
+        return;
+    fprintf(f, "# fastreduce tuning table v1\n");
+    for (size_t i = 0; m && i < N_META_KEYS; i++) {
+        const struct meta_key *mk = &meta_keys[i];
+        if (mk->kind == META_COUNT) {
+            long n = *(const long *)((const char *)m + mk->off);
+            if (n > 0)
+                fprintf(f, "# %s: %ld\n", mk->key, n);
+        } else {
+            const char *v = (const char *)m + mk->off;
+            if (v[0])
+                fprintf(f, "# %s: %.*s\n", mk->key, (int)strnlen(v, mk->size), v);
+        }
+    }
+}
+
+int fr_table_meta_compare(const fr_table_meta_t *m, const char *fingerprint, long nodes, long ppn, char *why,
+                          size_t len, int *unknown)
+{
+    int ndiff = 0, nunk = 0;
+    size_t o = 0;
+    if (why && len)
+        why[0] = '\0';
+#define META_NOTE(...)                                                                  \
+    do {                                                                                \
+        if (why && o < len)                                                             \
+            o += (size_t)snprintf(why + o, len - o, "%s", ndiff ? "; " : "");         \
+        if (why && o < len)                                                             \
+            o += (size_t)snprintf(why + o, len - o, __VA_ARGS__);                      \
+        ndiff++;                                                                        \
+    } while (0)
+    if (!m->fingerprint[0] || !fingerprint || !fingerprint[0])
+        nunk++;
+    else if (strcmp(m->fingerprint, fingerprint))
+        META_NOTE("fingerprint %s, this job's nodes %s", m->fingerprint, fingerprint);
+    if (!m->nodes)
+        nunk++;
+    else if (m->nodes != nodes)
+        META_NOTE("measured on %ld node(s), this job has %ld", m->nodes, nodes);
+    if (!m->ppn)
+        nunk++;
+    else if (m->ppn != ppn)
+        META_NOTE("measured with %ld rank(s) per node, this job has %ld", m->ppn, ppn);
+#undef META_NOTE
+    if (unknown)
+        *unknown = nunk;
+    return ndiff;
+}
+
 fr_status_t fr_table_parse_file(fr_table_t *t, const char *path, fr_diag_fn diag, void *arg, int *nbad)
 {
+    return fr_table_read_file(t, NULL, path, diag, arg, nbad);
+}
+
+fr_status_t fr_table_read_file(fr_table_t *t, fr_table_meta_t *meta, const char *path, fr_diag_fn diag,
+                               void *arg, int *nbad)
+{
     parse_ctx_t c = { t, path ? path : "(null)", FR_SRC_FILE, diag, arg, 0 };
+    fr_table_meta_t local;
+    fr_table_meta_t *m = meta ? meta : &local;
+    int seen[N_META_KEYS] = {0};
     char *buf = NULL;
     size_t len = 0, i = 0;
-    int err, line = 1, have_header = 0;
+    int err, line = 1, have_header = 0, in_header = 1;
     fr_status_t st;
 
+    memset(m, 0, sizeof *m);
     if (nbad)
         *nbad = 0;
     if (!t || !path)
@@ -614,7 +769,8 @@ fr_status_t fr_table_parse_file(fr_table_t *t, const char *path, fr_diag_fn diag
         goto out;
     }
 
-    /* Find the header (any line of that form) and check its version. */
+    /* Find the header (any line of that form) and check its version; read
+     * the header fields of the comment lines before the first rule. */
     while (i < len) {
         const char *nl = memchr(buf + i, '\n', len - i);
         size_t end = nl ? (size_t)(nl - buf) : len;
@@ -631,12 +787,24 @@ fr_status_t fr_table_parse_file(fr_table_t *t, const char *path, fr_diag_fn diag
                 goto out;
             }
             have_header = 1;
+        } else if (in_header && !comment_only(buf + i, buf + end)) {
+            in_header = 0;
+        } else if (in_header && memchr(buf + i, '\0', end - i)) {
+            report(&c, line, "line contains a NUL byte");
+        } else if (in_header) {
+            meta_field(&c, m, buf + i, buf + end, line, seen);
         }
         i = end + 1;
         line++;
     }
     if (!have_header)
         report(&c, 1, "missing header '# fastreduce tuning table v1'; reading the rules as v1");
+    m->version = have_header;
+    if (m->nodes && m->ppn && m->ranks && (m->ranks < m->nodes || m->ranks > m->nodes * m->ppn)) {
+        report(&c, seen[3] /* ranks */, "header field 'ranks': %ld ranks cannot make %ld node(s) of at most %ld",
+               m->ranks, m->nodes, m->ppn);
+        m->ranks = 0;
+    }
     int n0 = t->n;
     st = parse_text(&c, buf, len, 1);
     if (st != FR_SUCCESS) {

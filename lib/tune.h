@@ -46,6 +46,33 @@ fr_status_t fr_table_parse(fr_table_t *t, const char *text, const char *source, 
                            fr_diag_fn diag, void *arg, int *nbad);
 /* Same for a file; an unreadable file gives FR_ERR_CONFIG. */
 fr_status_t fr_table_parse_file(fr_table_t *t, const char *path, fr_diag_fn diag, void *arg, int *nbad);
+
+/* The header of a table file: "# key: value" comment lines before its first
+ * rule, as the autotuner writes them (docs/tuning.md). Absent text fields
+ * are "", absent numbers 0. */
+typedef struct fr_table_meta {
+    int  version;            /* 1, or 0 when the file has no header line */
+    char fingerprint[160];   /* the topology fingerprint of the nodes measured */
+    long nodes, ppn, ranks;  /* the shape of the job measured */
+    char mpi[256], ucx[64], nccl[64], fastreduce[64];  /* versions */
+    char date[64];
+    char measured[256];      /* what was measured ("float32 sum, bcast root 0, host") */
+    char command[1024];      /* the command line that wrote the table */
+} fr_table_meta_t;
+
+/* fr_table_parse_file() that also reads the header into @p meta (which
+ * may be NULL). A malformed header field (a known key with a bad or empty
+ * value, or given twice) is reported with its line and skipped. */
+fr_status_t fr_table_read_file(fr_table_t *t, fr_table_meta_t *meta, const char *path, fr_diag_fn diag,
+                               void *arg, int *nbad);
+/* Print the header line and every field of @p meta that is set. */
+void fr_table_meta_print(const fr_table_meta_t *meta, FILE *f);
+/* Compare a table's header with a job: writes what differs ("measured on
+ * 4 node(s), this job has 1", ...) into @p why and returns how many of
+ * fingerprint, nodes and ppn differ. A field the header lacks does not
+ * differ; *unknown (if not NULL) counts those. */
+int fr_table_meta_compare(const fr_table_meta_t *meta, const char *fingerprint, long nodes, long ppn,
+                          char *why, size_t len, int *unknown);
 /* FASTREDUCE_ALGO: "NAME" (every collective that has it) or
  * "allreduce=NAME,bcast=NAME". Each becomes a rule matching every call. */
 fr_status_t fr_table_parse_algo(fr_table_t *t, const char *spec, fr_diag_fn diag, void *arg, int *nbad);

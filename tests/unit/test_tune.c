@@ -770,7 +770,7 @@ Test(file, header_v1)
 {
     const char text[] =
         "# fastreduce tuning table v1\n"
-        "# fingerprint: later work adds fields like this; they are comments now\n"
+        "# notes: a word-colon comment that is no header field; it stays a comment\n"
         "allreduce host 1 2-8 0-8K recursive_doubling\n"
         "\n"
         "allreduce host 1 * 8K-inf shm chunk=256K\r\n"
@@ -1103,4 +1103,743 @@ Test(robust, fuzz_tokens)
         diags_clear(&d);
         diags_clear(&e);
     }
+}
+
+/* ---- header fields ("# key: value"): fr_table_meta_t --------------------- */
+
+#include <stddef.h>
+
+/* Write @p len bytes of @p text to a temporary file, read it back with
+ * fr_table_read_file() and remove the file. */
+static fr_status_t meta_read(const char *text, size_t len, fr_table_t *t, fr_table_meta_t *m, diags_t *d,
+                             int *nbad)
+{
+    char *path = temp_file(text, len);
+    fr_status_t st = fr_table_read_file(t, m, path, rec, d, nbad);
+    unlink(path);
+    free(path);
+    return st;
+}
+
+#define META_STR(text) meta_read((text), strlen(text), &t, &m, &d, &nbad)
+
+static void expect_meta_eq(const fr_table_meta_t *got, const fr_table_meta_t *want)
+{
+    cr_assert_eq(got->version, want->version, "version %d, expected %d", got->version, want->version);
+    cr_assert_str_eq(got->fingerprint, want->fingerprint);
+    cr_assert_eq(got->nodes, want->nodes, "nodes %ld, expected %ld", got->nodes, want->nodes);
+    cr_assert_eq(got->ppn, want->ppn, "ppn %ld, expected %ld", got->ppn, want->ppn);
+    cr_assert_eq(got->ranks, want->ranks, "ranks %ld, expected %ld", got->ranks, want->ranks);
+    cr_assert_str_eq(got->mpi, want->mpi);
+    cr_assert_str_eq(got->ucx, want->ucx);
+    cr_assert_str_eq(got->nccl, want->nccl);
+    cr_assert_str_eq(got->fastreduce, want->fastreduce);
+    cr_assert_str_eq(got->date, want->date);
+    cr_assert_str_eq(got->measured, want->measured);
+    cr_assert_str_eq(got->command, want->command);
+}
+
+/* Rules equal field by field, across= included. */
+static void expect_rules_eq(const fr_table_t *a, const fr_table_t *b)
+{
+    cr_assert_eq(a->n, b->n, "%d rules, expected %d", a->n, b->n);
+    for (int i = 0; i < a->n; i++) {
+        const fr_rule_t *x = &a->rules[i], *y = &b->rules[i];
+        cr_assert_eq(x->coll, y->coll, "rule %d coll", i);
+        cr_assert_eq(x->mem, y->mem, "rule %d mem", i);
+        expect_range(x->nodes, y->nodes.lo, y->nodes.hi);
+        expect_range(x->ppn, y->ppn.lo, y->ppn.hi);
+        expect_range(x->bytes, y->bytes.lo, y->bytes.hi);
+        cr_assert_eq(x->alg, y->alg, "rule %d alg", i);
+        cr_assert_eq(x->chunk, y->chunk, "rule %d chunk", i);
+        cr_assert_eq(x->fanout, y->fanout, "rule %d fanout", i);
+        cr_assert_eq(x->across, y->across, "rule %d across", i);
+    }
+}
+
+static char *meta_text(const fr_table_meta_t *m)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    fr_table_meta_print(m, f);
+    fclose(f);
+    return buf;
+}
+
+Test(tune_meta, round_trip_every_field)
+{
+    static const char *rules_text =
+        "allreduce host 1 2 0-8K shm chunk=64K\n"
+        "bcast host 1 2 8K-inf pipeline chunk=1M\n"
+        "allreduce host 2-inf 2-inf 0-64K hier across=rd\n"
+        "allreduce * 3-7 * 1M-1G tree fanout=4 chunk=128K\n"
+        "bcast cuda * * * mpi\n";
+    fr_table_meta_t out, m;
+    memset(&out, 0, sizeof out);
+    out.version = 1;
+    strcpy(out.fingerprint, "x86_64:2s:64c:hwloc=4f2a9c01-mlx5_0,mlx5_1");
+    out.nodes = 4;
+    out.ppn = 16;
+    out.ranks = 64;
+    strcpy(out.mpi, "Open MPI 4.1.5, pml ucx, btl ^openib,  coll tuned");
+    strcpy(out.ucx, "1.15.0");
+    strcpy(out.nccl, "2.19.3+cuda12.2");
+    strcpy(out.fastreduce, "0.4.0-dev (git 1a2b3c4)");
+    strcpy(out.date, "2024-05-01T12:34:56+02:00");
+    strcpy(out.measured, "float32 sum, bcast root 0, host");
+    strcpy(out.command, "fastreduce-tune --out 'my table.txt' --sizes \"8K;64K;1M\" --note '# not a"
+                        " comment; nor a rule' -- mpirun -np 64 --mca pml ucx ./a.out; echo done # end");
+
+    fr_table_t src = { 0 }, t = { 0 };
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse(&src, rules_text, "rules", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(nbad, 0);
+    cr_assert_eq(src.n, 5);
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    fr_table_meta_print(&out, f);
+    for (int i = 0; i < src.n; i++) {
+        char line[512];
+        fprintf(f, "%s   # rule %d; from 'rules' # with # and ; inside\n",
+                fr_rule_format(&src.rules[i], line, sizeof line), i);
+    }
+    fclose(f);
+
+    /* Every field is printed, in the documented form. */
+    cr_assert(strncmp(text, "# fastreduce tuning table v1\n", 29) == 0, "%s", text);
+    char want[1400];
+    snprintf(want, sizeof want, "\n# command: %s\n", out.command);
+    cr_assert(strstr(text, want), "no '%s' in\n%s", want, text);
+    cr_assert(strstr(text, "\n# nodes: 4\n# ppn: 16\n# ranks: 64\n"), "%s", text);
+    cr_assert(strstr(text, "\n# mpi: Open MPI 4.1.5, pml ucx, btl ^openib,  coll tuned\n"), "%s", text);
+
+    memset(&m, 0x5a, sizeof m);   /* read_file must overwrite everything */
+    cr_assert_eq(meta_read(text, len, &t, &m, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(d.n, 0, "unexpected diagnostic at line %d: %s", d.n ? d.line[0] : 0, d.n ? d.msg[0] : "");
+    cr_assert_eq(nbad, 0);
+    cr_assert_eq(m.version, 1);
+    expect_meta_eq(&m, &out);
+    expect_rules_eq(&t, &src);
+    /* 1 header line + 11 fields, then the rules. */
+    for (int i = 0; i < t.n; i++) {
+        cr_assert_eq(t.rules[i].line, 13 + i, "rule %d at line %d", i, t.rules[i].line);
+        cr_assert_eq(t.rules[i].src, FR_SRC_FILE);
+    }
+
+    /* Printing what was read gives the same text again. */
+    char *again = meta_text(&m);
+    cr_assert(strncmp(text, again, strlen(again)) == 0, "reprinted:\n%s\nfirst:\n%s", again, text);
+    free(again);
+    free(text);
+    fr_table_free(&t);
+    fr_table_free(&src);
+}
+
+Test(tune_meta, round_trip_some_fields)
+{
+    fr_table_meta_t out, m, want;
+    memset(&out, 0, sizeof out);
+    out.nodes = 2;
+    strcpy(out.mpi, "MPICH 4.2.0, ch4:ofi");
+    strcpy(out.date, "2024-06-30");
+    char *text = meta_text(&out);
+    cr_assert_str_eq(text, "# fastreduce tuning table v1\n# nodes: 2\n# mpi: MPICH 4.2.0, ch4:ofi\n"
+                           "# date: 2024-06-30\n");
+
+    char *file = malloc(strlen(text) + 64);
+    sprintf(file, "%sbcast host * * * binomial\n", text);
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(meta_read(file, strlen(file), &t, &m, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(d.n, 0, "%s", d.n ? d.msg[0] : "");
+    want = out;
+    want.version = 1;
+    expect_meta_eq(&m, &want);
+    cr_assert_eq(m.ppn, 0);
+    cr_assert_eq(m.ranks, 0);
+    cr_assert_str_eq(m.fingerprint, "");
+    cr_assert_str_eq(m.command, "");
+    cr_assert_eq(t.n, 1);
+    cr_assert_eq(t.rules[0].line, 5);
+    free(file);
+    free(text);
+    fr_table_free(&t);
+
+    /* Nothing set, or no meta at all: the header line alone. */
+    memset(&out, 0, sizeof out);
+    text = meta_text(&out);
+    cr_assert_str_eq(text, "# fastreduce tuning table v1\n");
+    free(text);
+    text = meta_text(NULL);
+    cr_assert_str_eq(text, "# fastreduce tuning table v1\n");
+    free(text);
+    fr_table_meta_print(&out, NULL);   /* no FILE: nothing happens */
+
+    /* Negative counts are not printed either. */
+    out.ppn = -1;
+    text = meta_text(&out);
+    cr_assert_str_eq(text, "# fastreduce tuning table v1\n");
+    free(text);
+}
+
+/* The text fields at their largest fit; one byte more is reported. */
+Test(tune_meta, text_field_lengths)
+{
+    static const struct { const char *key; size_t off, size; } keys[] = {
+        { "fingerprint", offsetof(fr_table_meta_t, fingerprint), sizeof ((fr_table_meta_t *)0)->fingerprint },
+        { "mpi", offsetof(fr_table_meta_t, mpi), sizeof ((fr_table_meta_t *)0)->mpi },
+        { "ucx", offsetof(fr_table_meta_t, ucx), sizeof ((fr_table_meta_t *)0)->ucx },
+        { "nccl", offsetof(fr_table_meta_t, nccl), sizeof ((fr_table_meta_t *)0)->nccl },
+        { "fastreduce", offsetof(fr_table_meta_t, fastreduce), sizeof ((fr_table_meta_t *)0)->fastreduce },
+        { "date", offsetof(fr_table_meta_t, date), sizeof ((fr_table_meta_t *)0)->date },
+        { "measured", offsetof(fr_table_meta_t, measured), sizeof ((fr_table_meta_t *)0)->measured },
+        { "command", offsetof(fr_table_meta_t, command), sizeof ((fr_table_meta_t *)0)->command },
+    };
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        int word = k == 0;
+        for (size_t vlen = keys[k].size - 1; vlen <= keys[k].size; vlen++) {
+            char *val = malloc(vlen + 1);
+            for (size_t i = 0; i < vlen; i++)
+                val[i] = word || i % 7 != 3 || i + 1 == vlen ? (char)('a' + i % 26) : ' ';
+            val[vlen] = '\0';
+            char *text = malloc(vlen + 256);
+            /* Blanks around the value do not count. */
+            sprintf(text, "# fastreduce tuning table v1\n#  %s:  \t%s \t\n# ppn: 3\nallreduce host * * * ring\n",
+                    keys[k].key, val);
+            fr_table_t t = { 0 };
+            fr_table_meta_t m;
+            diags_t d = { 0 };
+            int nbad = -1;
+            cr_assert_eq(META_STR(text), FR_SUCCESS);
+            const char *got = (const char *)&m + keys[k].off;
+            if (vlen < keys[k].size) {
+                cr_assert_eq(d.n, 0, "%s of %zu bytes: %s", keys[k].key, vlen, d.n ? d.msg[0] : "");
+                cr_assert_str_eq(got, val, "%s of %zu bytes", keys[k].key, vlen);
+            } else {
+                cr_assert_eq(d.n, 1, "%s of %zu bytes: %d diagnostics", keys[k].key, vlen, d.n);
+                cr_assert_eq(nbad, 1);
+                expect_diag(&d, 0, 2, keys[k].key, "too long");
+                cr_assert_str_eq(got, "", "%s of %zu bytes was stored", keys[k].key, vlen);
+            }
+            cr_assert_eq(m.ppn, 3);
+            cr_assert_eq(t.n, 1);
+            fr_table_free(&t);
+            diags_clear(&d);
+            free(text);
+            free(val);
+        }
+    }
+}
+
+/* One malformed field in a file between good ones: reported at its line,
+ * not stored; the fields and rules around it are read. */
+Test(tune_meta, malformed_fields)
+{
+    static const struct {
+        const char *pre, *bad, *w1, *w2;
+        long nodes;          /* what a valid "pre" line sets */
+        const char *date, *fingerprint;
+    } bad[] = {
+        /* counts */
+        { NULL, "# nodes: 0", "nodes", "'0'", 0, NULL, NULL },
+        { NULL, "# ppn: -3", "ppn", "'-3'", 0, NULL, NULL },
+        { NULL, "# ranks: 12x", "ranks", "'12x'", 0, NULL, NULL },
+        { NULL, "# nodes: 1e3", "nodes", "'1e3'", 0, NULL, NULL },
+        { NULL, "# ppn: 99999999999", "ppn", "'99999999999'", 0, NULL, NULL },
+        { NULL, "# ranks: 99999999999999999999999", "ranks", "not a count", 0, NULL, NULL },
+        { NULL, "# nodes: 1000001", "nodes", "1000001", 0, NULL, NULL },
+        { NULL, "# nodes: +5", "nodes", "'+5'", 0, NULL, NULL },
+        { NULL, "# ppn: 0x10", "ppn", "'0x10'", 0, NULL, NULL },
+        { NULL, "# ppn: 4 8", "ppn", "'4 8'", 0, NULL, NULL },
+        { NULL, "# nodes: 4.0", "nodes", "not a count", 0, NULL, NULL },
+        { NULL, "# nodes: four", "nodes", "not a count", 0, NULL, NULL },
+        /* empty values */
+        { NULL, "# nodes:", "nodes", "no value", 0, NULL, NULL },
+        { NULL, "# ranks:  \t ", "ranks", "no value", 0, NULL, NULL },
+        { NULL, "# fingerprint:", "fingerprint", "no value", 0, NULL, NULL },
+        { NULL, "# command:   ", "command", "no value", 0, NULL, NULL },
+        { NULL, "# Date:", "date", "no value", 0, NULL, NULL },
+        /* a fingerprint is one word */
+        { NULL, "# fingerprint: node01 node02", "fingerprint", "one word", 0, NULL, NULL },
+        { NULL, "# fingerprint: abc\tdef", "fingerprint", "one word", 0, NULL, NULL },
+        /* a key given twice: the first is kept */
+        { "# nodes: 4", "# nodes: 8", "nodes", "twice", 4, NULL, NULL },
+        { "# nodes: 4", "# NODES: 4", "nodes", "line 3", 4, NULL, NULL },
+        { "# date: 2024-05-01", "# date: 2025-01-01", "date", "twice", 0, "2024-05-01", NULL },
+        { "# fingerprint: abc", "# fingerprint: def", "fingerprint", "twice", 0, NULL, "abc" },
+        { "# nodes: 4", "# nodes: bogus", "nodes", "twice", 4, NULL, NULL },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "# fastreduce tuning table v1\n"              /* 1 */
+                 "# mpi: Open MPI 4.1.5\n"                     /* 2 */
+                 "%s\n"                                        /* 3 */
+                 "%s\n"                                        /* 4: the bad line */
+                 "# ucx: 1.15.0\n"                             /* 5 */
+                 "allreduce host * * * ring\n"                 /* 6 */
+                 "bcast host * * 8K-inf pipeline chunk=1M\n",  /* 7 */
+                 bad[i].pre ? bad[i].pre : "# a plain comment", bad[i].bad);
+        fr_table_t t = { 0 };
+        fr_table_meta_t m, want;
+        diags_t d = { 0 };
+        int nbad = -1;
+        cr_assert_eq(META_STR(text), FR_SUCCESS);
+        cr_assert_eq(d.n, 1, "'%s': %d diagnostics (first: %s)", bad[i].bad, d.n, d.n ? d.msg[0] : "");
+        cr_assert_eq(nbad, 1);
+        expect_diag(&d, 0, 4, bad[i].w1, bad[i].w2);
+        memset(&want, 0, sizeof want);
+        want.version = 1;
+        strcpy(want.mpi, "Open MPI 4.1.5");
+        strcpy(want.ucx, "1.15.0");
+        want.nodes = bad[i].nodes;
+        if (bad[i].date)
+            strcpy(want.date, bad[i].date);
+        if (bad[i].fingerprint)
+            strcpy(want.fingerprint, bad[i].fingerprint);
+        expect_meta_eq(&m, &want);
+        cr_assert_eq(t.n, 2, "'%s': %d rules", bad[i].bad, t.n);
+        cr_assert_eq(t.rules[0].line, 6);
+        cr_assert_eq(t.rules[1].line, 7);
+        cr_assert_eq(t.rules[1].chunk, M);
+        fr_table_free(&t);
+        diags_clear(&d);
+    }
+}
+
+/* The bounds of a count are accepted. */
+Test(tune_meta, count_bounds)
+{
+    fr_table_t t = { 0 };
+    fr_table_meta_t m;
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(META_STR("# fastreduce tuning table v1\n# nodes: 1\n# ppn: 1000000\n# ranks: 1000000\n"
+                          "# fingerprint:   fp-123  \n"), FR_SUCCESS);
+    cr_assert_eq(d.n, 0, "%s", d.n ? d.msg[0] : "");
+    cr_assert_eq(m.nodes, 1);
+    cr_assert_eq(m.ppn, 1000000);
+    cr_assert_eq(m.ranks, 1000000);
+    cr_assert_str_eq(m.fingerprint, "fp-123");
+    cr_assert_eq(t.n, 0);
+    /* Leading zeros are still decimal. */
+    cr_assert_eq(META_STR("# fastreduce tuning table v1\n# nodes: 010\n"), FR_SUCCESS);
+    cr_assert_eq(d.n, 0);
+    cr_assert_eq(m.nodes, 10);
+}
+
+/* ranks must fit nodes and ppn: nodes <= ranks <= nodes * ppn. */
+Test(tune_meta, ranks_inconsistent)
+{
+    static const struct { long nodes, ppn, ranks; int ok; } cases[] = {
+        { 2, 4, 2, 1 }, { 2, 4, 8, 1 }, { 2, 4, 5, 1 }, { 1, 1, 1, 1 }, { 1000, 1000, 1000000, 1 },
+        { 2, 4, 1, 0 }, { 2, 4, 9, 0 }, { 1, 1, 2, 0 }, { 1000000, 1000000, 999999, 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "# fastreduce tuning table v1\n"     /* 1 */
+                 "# nodes: %ld\n"                     /* 2 */
+                 "# ppn: %ld\n"                       /* 3 */
+                 "# measured: float32 sum\n"          /* 4 */
+                 "# ranks: %ld\n"                     /* 5 */
+                 "allreduce host * * * ring\n",       /* 6 */
+                 cases[i].nodes, cases[i].ppn, cases[i].ranks);
+        fr_table_t t = { 0 };
+        fr_table_meta_t m;
+        diags_t d = { 0 };
+        int nbad = -1;
+        cr_assert_eq(META_STR(text), FR_SUCCESS);
+        cr_assert_eq(m.nodes, cases[i].nodes);
+        cr_assert_eq(m.ppn, cases[i].ppn);
+        cr_assert_str_eq(m.measured, "float32 sum");
+        cr_assert_eq(t.n, 1);
+        if (cases[i].ok) {
+            cr_assert_eq(d.n, 0, "%ld/%ld/%ld: %s", cases[i].nodes, cases[i].ppn, cases[i].ranks,
+                         d.n ? d.msg[0] : "");
+            cr_assert_eq(m.ranks, cases[i].ranks);
+        } else {
+            cr_assert_eq(d.n, 1, "%ld/%ld/%ld: %d diagnostics", cases[i].nodes, cases[i].ppn, cases[i].ranks, d.n);
+            cr_assert_eq(nbad, 1);
+            char num[32];
+            snprintf(num, sizeof num, "%ld", cases[i].ranks);
+            expect_diag(&d, 0, 5, "ranks", num);
+            cr_assert_eq(m.ranks, 0, "%ld/%ld/%ld: an inconsistent ranks was kept (%ld)", cases[i].nodes,
+                         cases[i].ppn, cases[i].ranks, m.ranks);
+        }
+        fr_table_free(&t);
+        diags_clear(&d);
+    }
+
+    /* Reported at the ranks line wherever it is, even before nodes and ppn. */
+    fr_table_t t = { 0 };
+    fr_table_meta_t m;
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(META_STR("# fastreduce tuning table v1\n# ranks: 100\n# nodes: 3\n# ppn: 4\n"), FR_SUCCESS);
+    cr_assert_eq(d.n, 1);
+    expect_diag(&d, 0, 2, "ranks", "100");
+    cr_assert_eq(m.nodes, 3);
+    cr_assert_eq(m.ppn, 4);
+    diags_clear(&d);
+    /* Without nodes or ppn there is nothing to check against. */
+    cr_assert_eq(META_STR("# fastreduce tuning table v1\n# ranks: 100\n# nodes: 3\n"), FR_SUCCESS);
+    cr_assert_eq(d.n, 0);
+    cr_assert_eq(m.ranks, 100);
+    cr_assert_eq(META_STR("# fastreduce tuning table v1\n# ranks: 1\n# ppn: 3\n"), FR_SUCCESS);
+    cr_assert_eq(d.n, 0);
+    cr_assert_eq(m.ranks, 1);
+}
+
+/* What is not a header field is an ordinary comment: no diagnostic, no field. */
+Test(tune_meta, ordinary_comments)
+{
+    const char *text =
+        "# fastreduce tuning table v1\n"                      /* 1 */
+        "# note: hello\n"                                     /* 2 */
+        "# Collective: x\n"                                   /* 3 */
+        "# nodes 4\n"                                         /* 4: no colon */
+        "#nodes4\n"                                           /* 5 */
+        "# node: 4\n"                                         /* 6: not a key */
+        "# nodesx: 4\n"                                       /* 7 */
+        "# x nodes: 4\n"                                      /* 8 */
+        "  \t\n"                                              /* 9 */
+        "#\n"                                                 /* 10 */
+        "# ppn: 2\n"                                          /* 11: still the header */
+        "allreduce host * * * ring   # nodes: 7\n"            /* 12 */
+        "# nodes: 16\n"                                       /* 13: after the first rule */
+        "# fingerprint: blanks are fine in a comment\n"       /* 14 */
+        "# ranks: 0\n"                                        /* 15 */
+        "# ppn: bogus\n"                                      /* 16 */
+        "bcast host * * * binomial\n"                         /* 17 */
+        "# command:\n";                                       /* 18 */
+    fr_table_t t = { 0 };
+    fr_table_meta_t m, want;
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(META_STR(text), FR_SUCCESS);
+    cr_assert_eq(d.n, 0, "line %d: %s", d.n ? d.line[0] : 0, d.n ? d.msg[0] : "");
+    cr_assert_eq(nbad, 0);
+    memset(&want, 0, sizeof want);
+    want.version = 1;
+    want.ppn = 2;
+    expect_meta_eq(&m, &want);
+    cr_assert_eq(t.n, 2);
+    cr_assert_eq(t.rules[0].line, 12);
+    cr_assert_eq(t.rules[1].line, 17);
+    fr_table_free(&t);
+
+    /* A malformed rule ends the header too. */
+    cr_assert_eq(META_STR("# fastreduce tuning table v1\n# nodes: 2\nbogus\n# ppn: 8\n"), FR_SUCCESS);
+    cr_assert_eq(d.n, 1);
+    expect_diag(&d, 0, 3, "wrong number of fields", NULL);
+    cr_assert_eq(m.nodes, 2);
+    cr_assert_eq(m.ppn, 0);
+    diags_clear(&d);
+}
+
+Test(tune_meta, keys_any_case)
+{
+    fr_table_t t = { 0 };
+    fr_table_meta_t m;
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(META_STR("# FastReduce Tuning Table V1\n"
+                          "# NODES: 4\n"
+                          "#PpN:2\n"
+                          "\t#  Ranks :8\n"
+                          "# FingerPrint: AbC-1\n"
+                          "# MPI: Intel(R) MPI 2021.10\n"
+                          "# Command: Run ME\n"
+                          "allreduce host * * * ring\n"), FR_SUCCESS);
+    cr_assert_eq(d.n, 0, "line %d: %s", d.n ? d.line[0] : 0, d.n ? d.msg[0] : "");
+    cr_assert_eq(m.version, 1);
+    cr_assert_eq(m.nodes, 4);
+    cr_assert_eq(m.ppn, 2);
+    cr_assert_eq(m.ranks, 8);
+    cr_assert_str_eq(m.fingerprint, "AbC-1");   /* values keep their case */
+    cr_assert_str_eq(m.mpi, "Intel(R) MPI 2021.10");
+    cr_assert_str_eq(m.command, "Run ME");
+    cr_assert_eq(t.n, 1);
+    fr_table_free(&t);
+}
+
+/* A NUL byte on a header field line: the NUL diagnostic, no field. */
+Test(tune_meta, nul_byte_in_field)
+{
+    static const char text[] =
+        "# fastreduce tuning table v1\n"      /* 1 */
+        "# nodes: 4\0 junk\n"                 /* 2 */
+        "# ppn: 2\n"                          /* 3 */
+        "# mpi: Open\0MPI\n"                  /* 4 */
+        "allreduce host * * * ring\n";        /* 5 */
+    fr_table_t t = { 0 };
+    fr_table_meta_t m;
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(meta_read(text, sizeof text - 1, &t, &m, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(m.nodes, 0, "a field was read from a line with a NUL byte");
+    cr_assert_str_eq(m.mpi, "");
+    cr_assert_eq(m.ppn, 2);
+    cr_assert_eq(t.n, 1);
+    cr_assert_eq(d.n, 2, "%d diagnostics for 2 lines with a NUL byte", d.n);
+    cr_assert_eq(nbad, 2);
+    expect_diag(&d, 0, 2, "NUL", NULL);
+    expect_diag(&d, 1, 4, "NUL", NULL);
+    fr_table_free(&t);
+    diags_clear(&d);
+}
+
+Test(tune_meta, crlf_line_ends)
+{
+    fr_table_t t = { 0 };
+    fr_table_meta_t m;
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(META_STR("# fastreduce tuning table v1\r\n"
+                          "# nodes: 2\r\n"
+                          "# ppn: 8\r\n"
+                          "# ranks: 16\r\n"
+                          "# fingerprint: abc-def\r\n"
+                          "# mpi: Open MPI 5.0.3\r\n"
+                          "# date:\t2024-05-01 \r\n"
+                          "allreduce host * * * ring\r\n"
+                          "bcast host * * * binomial\r\n"), FR_SUCCESS);
+    cr_assert_eq(d.n, 0, "line %d: %s", d.n ? d.line[0] : 0, d.n ? d.msg[0] : "");
+    cr_assert_eq(m.version, 1);
+    cr_assert_eq(m.nodes, 2);
+    cr_assert_eq(m.ppn, 8);
+    cr_assert_eq(m.ranks, 16);
+    cr_assert_str_eq(m.fingerprint, "abc-def");
+    cr_assert_str_eq(m.mpi, "Open MPI 5.0.3");
+    cr_assert_str_eq(m.date, "2024-05-01");
+    cr_assert_eq(t.n, 2);
+    cr_assert_eq(t.rules[1].line, 9);
+    fr_table_free(&t);
+
+    /* An empty value followed by \r is still empty. */
+    cr_assert_eq(META_STR("# fastreduce tuning table v1\r\n# nodes:\r\n"), FR_SUCCESS);
+    cr_assert_eq(d.n, 1);
+    expect_diag(&d, 0, 2, "nodes", "no value");
+    cr_assert_eq(m.nodes, 0);
+    diags_clear(&d);
+}
+
+/* Fields without the header line, a NULL meta, an unreadable file. */
+Test(tune_meta, version_and_edge_cases)
+{
+    fr_table_t t = { 0 };
+    fr_table_meta_t m;
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(META_STR("# nodes: 3\nallreduce host * * * ring\n"), FR_SUCCESS);
+    cr_assert_eq(m.version, 0);
+    cr_assert_eq(m.nodes, 3);
+    cr_assert_eq(d.n, 1);
+    expect_diag(&d, 0, 1, "missing header", NULL);
+    cr_assert_eq(t.n, 1);
+    fr_table_free(&t);
+    diags_clear(&d);
+
+    /* meta may be NULL: malformed fields are still reported. */
+    static const char text[] = "# fastreduce tuning table v1\n# nodes: 0\nallreduce host * * * ring\n";
+    cr_assert_eq(meta_read(text, sizeof text - 1, &t, NULL, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(d.n, 1);
+    expect_diag(&d, 0, 2, "nodes", "'0'");
+    cr_assert_eq(t.n, 1);
+    fr_table_free(&t);
+    diags_clear(&d);
+
+    /* An unreadable file leaves an empty meta. */
+    memset(&m, 0x5a, sizeof m);
+    cr_assert_eq(fr_table_read_file(&t, &m, "/nonexistent/dir/table.txt", rec, &d, &nbad), FR_ERR_CONFIG);
+    fr_table_meta_t zero;
+    memset(&zero, 0, sizeof zero);
+    expect_meta_eq(&m, &zero);
+    cr_assert_eq(d.n, 1);
+    cr_assert_eq(t.n, 0);
+    diags_clear(&d);
+}
+
+/* ---- fr_table_meta_compare ---------------------------------------------- */
+
+static fr_table_meta_t meta_of(const char *fp, long nodes, long ppn)
+{
+    fr_table_meta_t m;
+    memset(&m, 0, sizeof m);
+    m.version = 1;
+    if (fp)
+        strcpy(m.fingerprint, fp);
+    m.nodes = nodes;
+    m.ppn = ppn;
+    return m;
+}
+
+Test(tune_meta, compare_equal)
+{
+    fr_table_meta_t m = meta_of("fp-alpha", 4, 8);
+    char why[256];
+    int unknown = -1;
+    memset(why, 'x', sizeof why);
+    cr_assert_eq(fr_table_meta_compare(&m, "fp-alpha", 4, 8, why, sizeof why, &unknown), 0);
+    cr_assert_eq(unknown, 0);
+    cr_assert_str_eq(why, "");
+    /* why and unknown may be left out. */
+    cr_assert_eq(fr_table_meta_compare(&m, "fp-alpha", 4, 8, NULL, 0, NULL), 0);
+    cr_assert_eq(fr_table_meta_compare(&m, "fp-alpha", 5, 8, NULL, 0, NULL), 1);
+}
+
+Test(tune_meta, compare_each_differs)
+{
+    fr_table_meta_t m = meta_of("fp-alpha", 4, 8);
+    char why[256];
+    int unknown = -1;
+
+    cr_assert_eq(fr_table_meta_compare(&m, "fp-beta", 4, 8, why, sizeof why, &unknown), 1);
+    cr_assert_eq(unknown, 0);
+    cr_assert(strstr(why, "fingerprint") && strstr(why, "fp-alpha") && strstr(why, "fp-beta"), "%s", why);
+
+    cr_assert_eq(fr_table_meta_compare(&m, "fp-alpha", 13, 8, why, sizeof why, &unknown), 1);
+    cr_assert_eq(unknown, 0);
+    cr_assert(strstr(why, "node") && strstr(why, "4") && strstr(why, "13"), "%s", why);
+    cr_assert_null(strstr(why, "fp-"), "%s", why);
+
+    cr_assert_eq(fr_table_meta_compare(&m, "fp-alpha", 4, 27, why, sizeof why, &unknown), 1);
+    cr_assert_eq(unknown, 0);
+    cr_assert(strstr(why, "per node") && strstr(why, "8") && strstr(why, "27"), "%s", why);
+    cr_assert_null(strstr(why, "fp-"), "%s", why);
+
+    /* A fingerprint differs by case too. */
+    cr_assert_eq(fr_table_meta_compare(&m, "FP-ALPHA", 4, 8, why, sizeof why, &unknown), 1);
+}
+
+Test(tune_meta, compare_all_differ)
+{
+    fr_table_meta_t m = meta_of("fp-alpha", 4, 8);
+    char why[512];
+    int unknown = -1;
+    cr_assert_eq(fr_table_meta_compare(&m, "fp-beta", 13, 27, why, sizeof why, &unknown), 3);
+    cr_assert_eq(unknown, 0);
+    cr_assert(strstr(why, "fp-alpha") && strstr(why, "fp-beta") && strstr(why, "13") && strstr(why, "27") &&
+              strstr(why, "4") && strstr(why, "8"), "%s", why);
+    /* In order, separated. */
+    const char *a = strstr(why, "fp-beta"), *b = strstr(why, "13"), *c = strstr(why, "27");
+    cr_assert(a < b && b < c, "%s", why);
+    cr_assert_eq(strstr(why, "; ") != NULL, 1, "%s", why);
+
+    /* A short buffer is truncated and terminated, the count is the same. */
+    char small[12];
+    memset(small, 'x', sizeof small);
+    cr_assert_eq(fr_table_meta_compare(&m, "fp-beta", 13, 27, small, 10, &unknown), 3);
+    cr_assert_lt(strlen(small), 10);
+    cr_assert_eq(small[10], 'x');
+    cr_assert_eq(fr_table_meta_compare(&m, "fp-beta", 13, 27, small, 1, &unknown), 3);
+    cr_assert_str_eq(small, "");
+}
+
+Test(tune_meta, compare_absent_fields)
+{
+    char why[256];
+    int unknown = -1;
+    /* Nothing known: nothing differs. */
+    fr_table_meta_t m = meta_of(NULL, 0, 0);
+    cr_assert_eq(fr_table_meta_compare(&m, "fp-alpha", 4, 8, why, sizeof why, &unknown), 0);
+    cr_assert_eq(unknown, 3);
+    cr_assert_str_eq(why, "");
+
+    /* Only nodes known. */
+    m = meta_of(NULL, 4, 0);
+    cr_assert_eq(fr_table_meta_compare(&m, "fp-alpha", 4, 8, why, sizeof why, &unknown), 0);
+    cr_assert_eq(unknown, 2);
+    cr_assert_eq(fr_table_meta_compare(&m, "fp-alpha", 13, 8, why, sizeof why, &unknown), 1);
+    cr_assert_eq(unknown, 2);
+    cr_assert(strstr(why, "13"), "%s", why);
+
+    /* Only the fingerprint known. */
+    m = meta_of("fp-alpha", 0, 0);
+    cr_assert_eq(fr_table_meta_compare(&m, "fp-beta", 4, 8, why, sizeof why, &unknown), 1);
+    cr_assert_eq(unknown, 2);
+
+    /* The job's fingerprint NULL or empty: unknown, not different. */
+    m = meta_of("fp-alpha", 4, 8);
+    cr_assert_eq(fr_table_meta_compare(&m, NULL, 4, 8, why, sizeof why, &unknown), 0);
+    cr_assert_eq(unknown, 1);
+    cr_assert_str_eq(why, "");
+    cr_assert_eq(fr_table_meta_compare(&m, "", 4, 8, why, sizeof why, &unknown), 0);
+    cr_assert_eq(unknown, 1);
+    cr_assert_eq(fr_table_meta_compare(&m, NULL, 5, 9, why, sizeof why, &unknown), 2);
+    cr_assert_eq(unknown, 1);
+    cr_assert_null(strstr(why, "fingerprint"), "%s", why);
+}
+
+/* A header read from a file compares with the job it was read for. */
+Test(tune_meta, compare_read_header)
+{
+    fr_table_t t = { 0 };
+    fr_table_meta_t m;
+    diags_t d = { 0 };
+    int nbad = -1;
+    char why[256];
+    int unknown = -1;
+    cr_assert_eq(META_STR("# fastreduce tuning table v1\n# fingerprint: fp-alpha\n# nodes: 2\n"
+                          "allreduce host * * * ring\n"), FR_SUCCESS);
+    cr_assert_eq(d.n, 0);
+    cr_assert_eq(fr_table_meta_compare(&m, "fp-alpha", 2, 64, why, sizeof why, &unknown), 0);
+    cr_assert_eq(unknown, 1);
+    cr_assert_eq(fr_table_meta_compare(&m, "fp-alpha", 1, 64, why, sizeof why, &unknown), 1);
+    fr_table_free(&t);
+}
+
+/* ---- the old API on a file with header fields ----------------------------- */
+
+Test(tune_meta, parse_file_ignores_fields)
+{
+    static const char text[] =
+        "# fastreduce tuning table v1\n"
+        "# fingerprint: fp-alpha\n"
+        "# nodes: 2\n"
+        "# ppn: 4\n"
+        "# ranks: 8\n"
+        "# mpi: Open MPI 4.1.5, ucx\n"
+        "# command: fastreduce-tune --out t.txt; echo '# done'\n"
+        "allreduce host 1 2 0-8K shm chunk=64K   # measured: 1.2us\n"
+        "bcast host 1 2 8K-inf pipeline chunk=1M\n";
+    char *path = temp_file(text, sizeof text - 1);
+    fr_table_t t = { 0 };
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse_file(&t, path, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(d.n, 0, "line %d: %s", d.n ? d.line[0] : 0, d.n ? d.msg[0] : "");
+    cr_assert_eq(nbad, 0);
+    cr_assert_eq(t.n, 2);
+    cr_assert_eq(t.rules[0].coll, FR_COLL_ALLREDUCE);
+    cr_assert_eq(t.rules[0].alg, alg(FR_COLL_ALLREDUCE, "shm"));
+    expect_range(t.rules[0].bytes, 0, 8 * K);
+    cr_assert_eq(t.rules[0].chunk, 64 * K);
+    cr_assert_eq(t.rules[0].line, 8);
+    cr_assert_eq(t.rules[1].coll, FR_COLL_BCAST);
+    cr_assert_eq(t.rules[1].alg, alg(FR_COLL_BCAST, "pipeline"));
+    expect_range(t.rules[1].bytes, 8 * K, FR_INF);
+    cr_assert_eq(t.rules[1].chunk, M);
+    cr_assert_eq(t.rules[1].line, 9);
+
+    /* Both readers give the same rules. */
+    fr_table_t u = { 0 };
+    fr_table_meta_t m;
+    cr_assert_eq(fr_table_read_file(&u, &m, path, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(d.n, 0);
+    expect_rules_eq(&u, &t);
+    cr_assert_eq(m.ranks, 8);
+    cr_assert_str_eq(m.command, "fastreduce-tune --out t.txt; echo '# done'");
+    fr_table_free(&t);
+    fr_table_free(&u);
+    unlink(path);
+    free(path);
 }
