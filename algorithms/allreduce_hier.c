@@ -92,4 +92,5 @@ const fr_alg_t fr_alg_allreduce_hier = {
     .desc = "several nodes of equal size: shared-memory reduce-scatter, ring allreduce of each slice "
             "across the nodes over UCX (across=rd|ring; default rd up to 64K per slice on a power-of-two "
             "node count), shared-memory allgather; chunk=4M (at most half of FASTREDUCE_SHM_SIZE)",
+    .params = FR_PARAM_CHUNK | FR_PARAM_ACROSS, .chunk_def = HIER_CHUNK_DEFAULT,
 };

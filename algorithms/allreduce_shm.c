@@ -44,4 +44,5 @@ const fr_alg_t fr_alg_allreduce_shm = {
     .desc = "single node, through one shared-memory segment: up to 16K every rank reduces all; above, "
             "each rank reduces its slice of double-buffered chunks (chunk=512K, at most half of "
             "FASTREDUCE_SHM_SIZE)",
+    .params = FR_PARAM_CHUNK, .chunk_def = DEFAULT_CHUNK,
 };

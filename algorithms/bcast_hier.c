@@ -64,4 +64,5 @@ const fr_alg_t fr_alg_bcast_hier = {
     .name = "hier", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_HOST, .check = check, .run = run,
     .desc = "several nodes: binomial tree across the nodes over UCX between one rank per node, then "
             "shared memory inside each node, per chunk (chunk=512K, at most the shm bcast slot)",
+    .params = FR_PARAM_CHUNK, .chunk_def = HIER_BCAST_CHUNK,
 };

@@ -169,6 +169,7 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     FR_CHECK_GOTO(fr_agree(c->mpi, fr_topo_bind(c->mpi, c->rank, &bind), "binding"), st, fail);
     c->gpu = bind.gpu;
     snprintf(c->nic, sizeof c->nic, "%s", bind.nic);
+    snprintf(c->fingerprint, sizeof c->fingerprint, "%s", bind.fingerprint);
 
     FR_CHECK_GOTO(fr_select_load(c, config), st, fail);
     c->spin = (uint64_t)fr_env_int("FASTREDUCE_SPIN");

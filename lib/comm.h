@@ -46,6 +46,7 @@ struct fr_comm {
     MPI_Comm     node_comm;    /* the ranks of this node, ordered by rank */
     int          gpu;          /* CUDA index of this rank's GPU (topology/bind.c), -1 when none */
     char         nic[32];      /* the NIC chosen for this rank, "" when none */
+    char         fingerprint[160]; /* this node's topology fingerprint (tuning tables record it), "" if unknown */
     struct fr_ucx *ucx;        /* UCX worker and endpoints */
     struct fr_shm *shm;        /* the node's shared-memory segment (NULL if none) */
     fr_table_t   table;        /* the resolved selection table (same on every rank) */
@@ -66,7 +67,12 @@ typedef struct fr_alg {
     fr_status_t (*check)(const fr_call_t *call, const struct fr_comm *comm);
     fr_status_t (*run)(fr_call_t *call, struct fr_comm *comm);
     const char *desc;
+    unsigned    params;                     /* FR_PARAM_* it reads from a rule */
+    uint64_t    chunk_def;                  /* its chunk size when the rule gives none (FR_PARAM_CHUNK) */
 } fr_alg_t;
+
+/* Rule parameters an algorithm uses (the autotuner sweeps these). */
+enum { FR_PARAM_CHUNK = 1u, FR_PARAM_FANOUT = 2u, FR_PARAM_ACROSS = 4u };
 
 /* algorithms/registry.c */
 extern const fr_alg_t *const fr_algs[];
@@ -86,6 +92,12 @@ fr_status_t fr_agree(MPI_Comm comm, fr_status_t st, const char *what);
 /* lib/select.c: build the table on rank 0 from FASTREDUCE_ALGO, _TUNE,
  * _TUNE_FILE (or @p config) and the default, and broadcast it (collective). */
 fr_status_t fr_select_load(struct fr_comm *comm, const fr_config_t *config);
+
+/* lib/select.c: the algorithm the table gives @p call (whose coll, mem,
+ * count and bytes are set): the first matching rule whose algorithm
+ * accepts it, else the MPI library's own. Sets the rule's parameters on
+ * the call; *rule is the rule index or -1. */
+const fr_alg_t *fr_select_choose(struct fr_comm *comm, fr_call_t *call, int *rule);
 
 /* Validate a handle: FR_SUCCESS or FR_ERR_BAD_COMM with a message. */
 fr_status_t fr_comm_check(const struct fr_comm *comm);

@@ -1,6 +1,9 @@
 /* Selection and dispatch: the table is built on rank 0 and broadcast, so
  * every rank chooses alike; fr_allreduce / fr_bcast validate, choose, run. */
+#include <dirent.h>
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "comm.h"
@@ -8,22 +11,133 @@
 #include "log.h"
 #include "reduce.h"
 
+#ifndef FR_TUNE_DIR
+#define FR_TUNE_DIR ""
+#endif
+
+/* Diagnostics of a table that is only being looked at are not reported. */
+static void quiet_diag(void *arg, const char *source, int line, const char *msg)
+{
+    (void)source; (void)line; (void)msg;
+    ++*(int *)arg;
+}
+
+/* Rank 0: read the table file @p file into @p t, saying whether its header
+ * matches this job; a mismatch is a warning and the rules that still
+ * match this job's shape are used. */
+static fr_status_t load_file(fr_table_t *t, const char *file, const char *how, const struct fr_comm *c)
+{
+    fr_table_meta_t m;
+    int n0 = t->n;
+    fr_status_t st = fr_table_read_file(t, &m, file, NULL, NULL, NULL);
+    if (st == FR_ERR_NO_MEMORY) return st;
+    if (st != FR_SUCCESS) {
+        FR_WARN(FR_SUB_TUNE, "%s: %s not used: %s", how, file, fr_last_error());
+        return FR_SUCCESS;
+    }
+    int apply = 0, unknown = 0;
+    for (int i = n0; i < t->n; i++) {
+        const fr_rule_t *r = &t->rules[i];
+        apply += r->nodes.lo <= (uint64_t)c->nnodes && (uint64_t)c->nnodes <= r->nodes.hi &&
+                 r->ppn.lo <= (uint64_t)c->ppn && (uint64_t)c->ppn <= r->ppn.hi;
+    }
+    char why[512];
+    if (fr_table_meta_compare(&m, c->fingerprint, c->nnodes, c->ppn, why, sizeof why, &unknown))
+        FR_WARN(FR_SUB_TUNE, "%s: %s does not match this job: %s; %d of its %d rules match this job's shape "
+                "and are used", how, file, why, apply, t->n - n0);
+    else
+        FR_INFO(FR_SUB_TUNE, "%s: %s loaded: %d rules, %d match this job (%d node(s), up to %d per node)%s", how,
+                file, t->n - n0, apply, c->nnodes, c->ppn,
+                unknown ? "; its header does not name every one of fingerprint, nodes and ppn, so those were not "
+                          "compared" : "; its fingerprint and shape match");
+    return FR_SUCCESS;
+}
+
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Does the table file @p path record exactly this job's fingerprint and shape? */
+static int path_matches(const char *path, const struct fr_comm *c)
+{
+    fr_table_t t = {0};
+    fr_table_meta_t m;
+    int nbad = 0, unknown = 0;
+    char why[512];
+    fr_status_t st = fr_table_read_file(&t, &m, path, quiet_diag, &nbad, NULL);
+    fr_table_free(&t);
+    if (st != FR_SUCCESS) {
+        FR_INFO(FR_SUB_TUNE, "tuning table %s skipped: %s", path, fr_last_error());
+        return 0;
+    }
+    if (fr_table_meta_compare(&m, c->fingerprint, c->nnodes, c->ppn, why, sizeof why, &unknown)) {
+        FR_INFO(FR_SUB_TUNE, "tuning table %s skipped: %s", path, why);
+        return 0;
+    }
+    if (unknown) {
+        FR_INFO(FR_SUB_TUNE, "tuning table %s skipped: its header does not record %s", path,
+                !m.fingerprint[0] ? "the fingerprint" : !m.nodes ? "the nodes" : "the ranks per node");
+        return 0;
+    }
+    return 1;
+}
+
+/* Rank 0: the first *.tune file (by name, folder by folder) of
+ * FASTREDUCE_TUNE_PATH whose header matches this job, into @p out. */
+static int search_path(const struct fr_comm *c, char *out, size_t len)
+{
+    const char *env = getenv("FASTREDUCE_TUNE_PATH");
+    char *dirs = strdup(env ? env : FR_TUNE_DIR), *save = NULL;
+    int found = 0;
+    if (!dirs) return 0;
+    for (char *d = strtok_r(dirs, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+        DIR *dir = opendir(d);
+        if (!dir) {
+            FR_INFO(FR_SUB_TUNE, "tuning table folder %s: %s", d, strerror(errno));
+            continue;
+        }
+        char **names = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+            size_t l = strlen(e->d_name);
+            if (l <= 5 || strcmp(e->d_name + l - 5, ".tune")) continue;
+            if (n == cap) {
+                char **nn = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *nn);
+                if (!nn) break;
+                names = nn;
+            }
+            if (!(names[n] = strdup(e->d_name))) break;
+            n++;
+        }
+        closedir(dir);
+        if (n) qsort(names, n, sizeof *names, cmp_name);
+        for (size_t i = 0; i < n; i++) {
+            if (!found) {
+                snprintf(out, len, "%s/%s", d, names[i]);
+                found = path_matches(out, c);
+            }
+            free(names[i]);
+        }
+        free(names);
+    }
+    if (!found)
+        FR_INFO(FR_SUB_TUNE, "no tuning table in %s matches this job (fingerprint %s, %d node(s), %d rank(s) per "
+                "node); the built-in table is used", env ? env : FR_TUNE_DIR, c->fingerprint[0] ? c->fingerprint : "?",
+                c->nnodes, c->ppn);
+    free(dirs);
+    return found;
+}
+
 /* Rank 0: the rules of every source, strongest first. */
-static fr_status_t build_table(fr_table_t *t, const fr_config_t *cfg)
+static fr_status_t build_table(fr_table_t *t, const fr_config_t *cfg, const struct fr_comm *c)
 {
     const char *algo = cfg && cfg->algo ? cfg->algo : fr_env("FASTREDUCE_ALGO");
     const char *tune = cfg && cfg->tune ? cfg->tune : fr_env("FASTREDUCE_TUNE");
     const char *file = cfg && cfg->tune_file ? cfg->tune_file : fr_env("FASTREDUCE_TUNE_FILE");
     if (algo) FR_CHECK(fr_table_parse_algo(t, algo, NULL, NULL, NULL));
     if (tune) FR_CHECK(fr_table_parse(t, tune, "FASTREDUCE_TUNE", FR_SRC_TUNE, NULL, NULL, NULL));
-    if (file) {
-        fr_status_t st = fr_table_parse_file(t, file, NULL, NULL, NULL);
-        if (st == FR_ERR_NO_MEMORY) return st;
-        if (st != FR_SUCCESS)
-            FR_WARN(FR_SUB_TUNE, "FASTREDUCE_TUNE_FILE=%s not used: %s", file, fr_last_error());
-        else
-            FR_INFO(FR_SUB_TUNE, "tuning table %s loaded", file);
-    }
+    char found[4096];
+    if (file) FR_CHECK(load_file(t, file, "FASTREDUCE_TUNE_FILE", c));
+    else if (search_path(c, found, sizeof found)) FR_CHECK(load_file(t, found, "FASTREDUCE_TUNE_PATH", c));
     return fr_table_parse(t, fr_default_table, "default", FR_SRC_DEFAULT, NULL, NULL, NULL);
 }
 
@@ -32,7 +146,7 @@ fr_status_t fr_select_load(struct fr_comm *c, const fr_config_t *cfg)
     fr_status_t st = FR_SUCCESS;
     long n = 0;
     if (c->rank == 0) {
-        st = build_table(&c->table, cfg);
+        st = build_table(&c->table, cfg, c);
         n = st == FR_SUCCESS ? c->table.n : -1;
     }
     if (PMPI_Bcast(&n, 1, MPI_LONG, 0, c->mpi) != MPI_SUCCESS)
@@ -51,10 +165,8 @@ fr_status_t fr_select_load(struct fr_comm *c, const fr_config_t *cfg)
 
 static int fallback_alg(fr_coll_t coll) { return fr_alg_lookup(coll, "mpi"); }
 
-/* Choose the algorithm for @p call: the first matching rule whose algorithm
- * accepts the call, else the MPI library's own. Sets the rule's parameters
- * on the call; *rule is the rule index or -1. */
-static const fr_alg_t *choose(struct fr_comm *c, fr_call_t *call, int *rule)
+/* See comm.h. */
+const fr_alg_t *fr_select_choose(struct fr_comm *c, fr_call_t *call, int *rule)
 {
     int i = -1;
     while ((i = fr_table_match(&c->table, i + 1, call->coll, call->mem, (uint64_t)c->nnodes,
@@ -130,7 +242,7 @@ static fr_status_t prepare_bcast(void *buf, size_t count, fr_dtype_t dtype, int 
 static fr_status_t dispatch(fr_comm_t comm, fr_call_t *call)
 {
     int rule;
-    const fr_alg_t *a = choose(comm, call, &rule);
+    const fr_alg_t *a = fr_select_choose(comm, call, &rule);
     comm->seq++;
     if (comm->rank == 0 && FR_LOG_ON(FR_LOG_INFO, FR_SUB_COLL)) {
         char why[160];
@@ -176,7 +288,7 @@ const char *fr_allreduce_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtyp
     if (count > (size_t)PTRDIFF_MAX / fr_dtype_size(dtype)) return NULL;
     call.count = count;
     call.bytes = count * fr_dtype_size(dtype);
-    return choose(comm, &call, &rule)->name;
+    return fr_select_choose(comm, &call, &rule)->name;
 }
 
 const char *fr_bcast_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root)
@@ -187,5 +299,5 @@ const char *fr_bcast_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, i
     if (count > (size_t)PTRDIFF_MAX / fr_dtype_size(dtype)) return NULL;
     call.count = count;
     call.bytes = count * fr_dtype_size(dtype);
-    return choose(comm, &call, &rule)->name;
+    return fr_select_choose(comm, &call, &rule)->name;
 }

@@ -6,12 +6,19 @@
 #include "log.h"
 #include "tune.h"
 
+#ifndef FR_TUNE_DIR
+#define FR_TUNE_DIR ""
+#endif
+
 const fr_setting_t fr_settings[] = {
     {"FASTREDUCE_ALGO", "", FR_SET_STRING,
      "force an algorithm: NAME, or allreduce=NAME,bcast=NAME (strongest override)"},
     {"FASTREDUCE_TUNE", "", FR_SET_STRING,
      "inline tuning rules, ';'-separated, in the table format of docs/tuning.md"},
     {"FASTREDUCE_TUNE_FILE", "", FR_SET_STRING, "a tuning table file (docs/tuning.md)"},
+    {"FASTREDUCE_TUNE_PATH", FR_TUNE_DIR, FR_SET_STRING,
+     "':'-separated folders searched for a *.tune table whose fingerprint and shape match the job, when "
+     "FASTREDUCE_TUNE_FILE is unset; empty: no search"},
     {"FASTREDUCE_DEBUG", "WARN", FR_SET_LEVEL, "log level: NONE, WARN, INFO (one line per call on rank 0), TRACE"},
     {"FASTREDUCE_DEBUG_SUBSYS", "ALL", FR_SET_STRING,
      "subsystems to log: INIT,TOPO,TUNE,COLL,UCX,NCCL,SHM,ALL; a leading ^ excludes"},

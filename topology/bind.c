@@ -94,6 +94,7 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
     fr_topo_t *t = NULL;
     if (fr_topo_load(NULL, &t) != FR_SUCCESS)
         FR_WARN(FR_SUB_TOPO, "cannot read the topology (%s); no binding", fr_last_error());
+    if (t) snprintf(out->fingerprint, sizeof out->fingerprint, "%s", t->fingerprint);
     int g = my_gpu(t, local);
     int *gpus = malloc((size_t)nlocal * sizeof *gpus);
     if (!gpus) { fr_topo_free(t); return FR_ERROR(FR_ERR_NO_MEMORY, "binding: out of memory"); }

@@ -109,6 +109,7 @@ typedef struct fr_binding {
     char nic[32];                /* the NIC chosen for the rank, "" when none */
     char cpus[256];              /* the affinity after fr_topo_bind, as a PU list */
     int  numa;
+    char fingerprint[160];       /* the node's topology fingerprint, "" when unreadable */
 } fr_binding_t;
 
 /* Collective over @p comm; works on the ranks that really share this

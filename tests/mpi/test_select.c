@@ -8,6 +8,8 @@
  * Run with 2 or more ranks (1 rank works but checks less).
  */
 #include "testutil.h"
+#include <dirent.h>
+#include "comm.h"   /* the node's fingerprint, which tuning tables record */
 
 static int np, me;
 
@@ -18,6 +20,7 @@ static void env_clear(void)
     unsetenv("FASTREDUCE_TUNE_FILE");
     unsetenv("FASTREDUCE_NODE_SIZE");
     unsetenv("FASTREDUCE_DEBUG_FILE");
+    unsetenv("FASTREDUCE_TUNE_PATH");
 }
 
 /* Collective: create a communicator; NULL (with a failure) if that failed anywhere.
@@ -388,6 +391,136 @@ static void test_decline(void)
     }
 }
 
+/* Rank 0 writes @p dir/@p name: a v1 header with these fields (a NULL
+ * fingerprint or a 0 count leaves the field out), then @p rules. */
+static void write_table(const char *dir, const char *name, const char *fp, int nodes, int ppn, const char *rules)
+{
+    if (me != 0) return;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "# fastreduce tuning table v1\n");
+    if (fp) fprintf(f, "# fingerprint: %s\n", fp);
+    if (nodes) fprintf(f, "# nodes: %d\n", nodes);
+    if (ppn) fprintf(f, "# ppn: %d\n", ppn);
+    fprintf(f, "# date: 2026-12-03T00:00:00Z\n%s\n", rules);
+    fclose(f);
+}
+
+/* FASTREDUCE_TUNE_PATH: the first *.tune (by name) whose fingerprint, nodes
+ * and ppn are this job's is loaded; other tables are skipped; a file named
+ * by FASTREDUCE_TUNE_FILE whose header differs is used with a warning. */
+static void test_tune_path(void)
+{
+    char dir[256] = "", fp[160] = "", other[300];
+    fr_comm_t c;
+    env_clear();
+    c = make_comm("fingerprint", NULL, NULL, NULL);
+    if (!c) return;
+    snprintf(fp, sizeof fp, "%s", c->fingerprint);
+    free_comm("fingerprint", c);
+    tu_begin("FASTREDUCE_TUNE_PATH: the job's fingerprint is known");
+    if (!TU_CHECK(fp[0] && tu_same_everywhere(tu_hash_bytes(fp, strlen(fp))), "fingerprint '%s'", fp)) return;
+    if (me == 0) {
+        snprintf(dir, sizeof dir, "/tmp/fr-tune-path-XXXXXX");
+        if (!mkdtemp(dir)) dir[0] = '\0';
+    }
+    MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+    tu_begin("FASTREDUCE_TUNE_PATH: make a folder");
+    if (!TU_CHECK(dir[0], "rank 0 could not make a temporary folder")) return;
+    snprintf(other, sizeof other, "%s-other", fp);
+    /* one node of np ranks: only c.tune and d.tune match; c.tune comes first */
+    write_table(dir, "a.tune", other, 1, np, "allreduce host * * * tree");
+    write_table(dir, "b.tune", fp, 1, np + 1, "allreduce host * * * tree");
+    write_table(dir, "b2.tune", fp, 2, np, "allreduce host * * * tree");
+    write_table(dir, "b3.tune", fp, 0, np, "allreduce host * * * tree");   /* no nodes: not picked */
+    write_table(dir, "c.tune", fp, 1, np, "allreduce host * * * rabenseifner\nbcast host * * * scatter_allgather");
+    write_table(dir, "d.tune", fp, 1, np, "allreduce host * * * ring");
+    write_table(dir, "e.txt", fp, 1, np, "allreduce host * * * tree");      /* not a .tune file */
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    const char *label = "FASTREDUCE_TUNE_PATH picks c.tune";
+    setenv("FASTREDUCE_TUNE_PATH", dir, 1);
+    c = make_comm(label, NULL, NULL, NULL);
+    if (c) {
+        expect_ar(c, label, 100, FR_INT32, "rabenseifner");
+        expect_bc(c, label, 100, "scatter_allgather");
+    }
+    free_comm(label, c);
+
+    char path[700];
+    snprintf(path, sizeof path, "/nonexistent-fr-folder:%s", dir);
+    label = "FASTREDUCE_TUNE_PATH with a missing folder first";
+    setenv("FASTREDUCE_TUNE_PATH", path, 1);
+    c = make_comm(label, NULL, NULL, NULL);
+    if (c) expect_ar(c, label, 100, FR_INT32, "rabenseifner");
+    free_comm(label, c);
+
+    label = "FASTREDUCE_TUNE_PATH empty: no search";
+    setenv("FASTREDUCE_TUNE_PATH", "", 1);
+    c = make_comm(label, NULL, NULL, NULL);
+    if (c) expect_ar(c, label, 100, FR_INT32, "shm");
+    free_comm(label, c);
+
+    /* FASTREDUCE_TUNE_FILE wins over the search */
+    snprintf(path, sizeof path, "%s/d.tune", dir);
+    setenv("FASTREDUCE_TUNE_PATH", dir, 1);
+    setenv("FASTREDUCE_TUNE_FILE", path, 1);
+    label = "FASTREDUCE_TUNE_FILE over FASTREDUCE_TUNE_PATH";
+    c = make_comm(label, NULL, NULL, NULL);
+    if (c) expect_ar(c, label, 100, FR_INT32, "ring");
+    free_comm(label, c);
+
+    /* a named file measured elsewhere: a warning naming what differs; its rules still apply */
+    snprintf(path, sizeof path, "%s/a.tune", dir);
+    setenv("FASTREDUCE_TUNE_FILE", path, 1);
+    label = "FASTREDUCE_TUNE_FILE of another fingerprint";
+    int warned = 0;
+    c = make_comm(label, NULL, other, &warned);
+    tu_begin("%s: warns naming its fingerprint", label);
+    TU_CHECK(warned, "no warning naming '%s'", other);
+    if (c) expect_ar(c, label, 100, FR_INT32, "tree");
+    free_comm(label, c);
+
+    /* of another shape, with rules for that shape only: warned, and they do not apply */
+    write_table(dir, "f.tune", fp, 1, np + 1, "allreduce host 1 99 * tree");
+    MPI_Barrier(MPI_COMM_WORLD);
+    snprintf(path, sizeof path, "%s/f.tune", dir);
+    setenv("FASTREDUCE_TUNE_FILE", path, 1);
+    label = "FASTREDUCE_TUNE_FILE of another shape";
+    warned = 0;
+    c = make_comm(label, NULL, "0 of its 1 rules match this job's shape", &warned);
+    tu_begin("%s: warns that no rule applies", label);
+    TU_CHECK(warned, "no warning that 0 of its 1 rules apply");
+    if (c) expect_ar(c, label, 100, FR_INT32, "shm");
+    free_comm(label, c);
+
+    /* matching header: no warning */
+    snprintf(path, sizeof path, "%s/c.tune", dir);
+    setenv("FASTREDUCE_TUNE_FILE", path, 1);
+    label = "FASTREDUCE_TUNE_FILE of this job";
+    warned = 0;
+    c = make_comm(label, NULL, "WARN", &warned);
+    tu_begin("%s: no warning", label);
+    TU_CHECK(!warned, "a warning was printed");
+    free_comm(label, c);
+    env_clear();
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0) {
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+        if (d) closedir(d);
+        rmdir(dir);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -398,6 +531,7 @@ int main(int argc, char **argv)
     test_tune_inline();
     test_tune_file();
     test_decline();
+    test_tune_path();
     int rc = tu_finish();
     MPI_Finalize();
     return rc;
