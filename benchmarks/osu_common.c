@@ -208,6 +208,9 @@ static void usage(FILE *f, osu_kind_t kind)
         "%s"
         "      --vs-mpi                  also time MPI_%s on the same buffers, alternating\n"
         "                                blocks, and print both latencies and MPI/ours\n"
+        "      --compare LIST            time several choices side by side, blocks in turn:\n"
+        "                                algorithm names, and 'table' for the tuning table's\n"
+        "                                choice; prints each, the best forced one and table/best\n"
         "      --blocks N                timing blocks per size; latency is their median (default 5)\n"
         "  -v, --version                 print the library version\n"
         "  -h, --help                    print this help\n",
@@ -269,7 +272,8 @@ static int parse_range(const char *s, osu_opts_t *o)
     return 0;
 }
 
-enum { OPT_ALGO = 256, OPT_OP, OPT_ROOT, OPT_VS_MPI, OPT_BLOCKS };
+enum { OPT_ALGO = 256, OPT_OP, OPT_ROOT, OPT_VS_MPI, OPT_BLOCKS, OPT_COMPARE };
+#define MAX_COMPARE 16
 
 /* 0: run; 1: done, exit 0 (help, version); 2: bad options, exit 1. */
 static int parse_options(int argc, char **argv, osu_kind_t kind, osu_opts_t *o)
@@ -288,6 +292,7 @@ static int parse_options(int argc, char **argv, osu_kind_t kind, osu_opts_t *o)
         { "root",         required_argument, NULL, OPT_ROOT },
         { "vs-mpi",       no_argument,       NULL, OPT_VS_MPI },
         { "blocks",       required_argument, NULL, OPT_BLOCKS },
+        { "compare",      required_argument, NULL, OPT_COMPARE },
         { NULL, 0, NULL, 0 }
     };
     const struct osu_type *type = &osu_types[kind == OSU_ALLREDUCE ? 2 : 0];
@@ -344,6 +349,15 @@ static int parse_options(int argc, char **argv, osu_kind_t kind, osu_opts_t *o)
             else o->root = (int)v;
             break;
         case OPT_VS_MPI: o->vs_mpi = 1; break;
+        case OPT_COMPARE: {
+            int n = 1;
+            for (const char *q = optarg; *q; q++) n += *q == ',';
+            if (!*optarg || strstr(optarg, ",,") || optarg[strlen(optarg) - 1] == ',' || *optarg == ',')
+                snprintf(bad, sizeof bad, "--compare needs names separated by commas (table for the tuning table)");
+            else if (n > MAX_COMPARE) snprintf(bad, sizeof bad, "--compare: at most %d entries", MAX_COMPARE);
+            o->compare = optarg;
+            break;
+        }
         case OPT_BLOCKS:
             if (parse_uint(optarg, MAX_BLOCKS, &v) || v < 1)
                 snprintf(bad, sizeof bad, "invalid blocks '%s' (1..%d)", optarg, MAX_BLOCKS);
@@ -365,6 +379,8 @@ static int parse_options(int argc, char **argv, osu_kind_t kind, osu_opts_t *o)
         }
     }
     if (!bad[0] && optind < argc) snprintf(bad, sizeof bad, "unexpected argument '%s'", argv[optind]);
+    if (!bad[0] && o->compare && (o->algo || o->vs_mpi || o->validate || o->full))
+        snprintf(bad, sizeof bad, "--compare cannot be combined with --algo, --vs-mpi, -c or -f");
     if (!bad[0] && o->min_size == 0) o->min_size = 1;
     if (!bad[0] && (o->max_size == 0 || o->min_size > o->max_size))
         snprintf(bad, sizeof bad, "message size range %zu:%zu is empty", o->min_size, o->max_size);
@@ -609,6 +625,90 @@ static int validate_size(const osu_coll_t *coll, osu_ctx_t *c, size_t size)
     return !total && !any_failed;
 }
 
+/* --compare: one communicator per entry (an algorithm forced, or the
+ * table's choice for "table"), timed block by block in turn at each size. */
+static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
+{
+    const osu_opts_t *o = c->o;
+    char list[1024], *names[MAX_COMPARE], *save = NULL;
+    fr_comm_t comms[MAX_COMPARE];
+    int n = 0, table = -1;
+    snprintf(list, sizeof list, "%s", o->compare);
+    for (char *w = strtok_r(list, ",", &save); w && n < MAX_COMPARE; w = strtok_r(NULL, ",", &save)) {
+        fr_config_t cfg = FR_CONFIG_INIT;
+        if (!strcmp(w, "table")) table = n;
+        else cfg.algo = w;
+        fr_status_t st = fr_comm_create(MPI_COMM_WORLD, &cfg, &comms[n]);
+        if (st != FR_SUCCESS) die("fr_comm_create", fr_last_error());
+        names[n++] = w;
+    }
+    if (g_rank == 0) {
+        printf("# OSU MPI-style fastreduce %s Latency Test, --compare\n", coll->title);
+        printf("# Datatype: %s.\n", o->type_label);
+        printf("# libfastreduce %s, %d ranks, fastreduce type %s; each column: median over %d blocks of the\n"
+               "#   max over ranks of a rank's average time per call, blocks of the columns in turn\n",
+               fr_version(), c->nranks, fr_dtype_name(o->dtype), o->blocks);
+        if (table >= 0) printf("# table/best: the table's choice over the fastest forced column (1.00: as fast)\n");
+        printf("%-*s", OSU_SIZE_W, "# Size");
+        for (int k = 0; k < n; k++) {
+            char h[64];
+            snprintf(h, sizeof h, "%s(us)", names[k]);
+            printf(" %*s", (int)(strlen(h) > 14 ? strlen(h) : 14), h);
+        }
+        printf("  %-20s", "best-forced");
+        if (table >= 0) printf(" %10s  %s", "table/best", "Algorithm");
+        printf("\n");
+        fflush(stdout);
+    }
+    double *loc = malloc(sizeof(double) * MAX_COMPARE * MAX_BLOCKS), *vmax = malloc(sizeof(double) * MAX_COMPARE * MAX_BLOCKS);
+    if (!loc || !vmax) die("malloc", "out of memory");
+    for (size_t size = o->min_size; size <= o->max_size; size *= 2) {
+        c->count = size / c->esize;
+        if (c->count > 0) {
+            size_t bytes = c->count * c->esize;
+            int iters = default_iters(o, bytes), warm = default_warmup(o, bytes);
+            int nb = o->blocks < iters ? o->blocks : iters, per = (iters + nb - 1) / nb;
+            for (int k = 0; k < n; k++) {
+                c->comm = comms[k];
+                for (int j = 0; j < warm; j++) run_one(coll, c, 0);
+            }
+            for (int b = 0; b < nb; b++)
+                for (int i = 0; i < n; i++) {
+                    int k = (b + i) % n;   /* a different one goes first each block */
+                    c->comm = comms[k];
+                    loc[k * nb + b] = time_block(coll, c, 0, per);
+                }
+            MPI_Reduce(loc, vmax, n * nb, MPI_DOUBLE, MPI_MAX, 0, c->mpi_comm);
+            const char *alg = NULL;
+            if (table >= 0) {
+                c->comm = comms[table];
+                alg = coll->algorithm(c);
+            }
+            if (g_rank == 0) {
+                double med[MAX_COMPARE];
+                int best = -1;
+                printf("%-*zu", OSU_SIZE_W, size);
+                for (int k = 0; k < n; k++) {
+                    char h[64];
+                    med[k] = median(vmax + k * nb, nb);
+                    snprintf(h, sizeof h, "%s(us)", names[k]);
+                    printf(" %*.*f", (int)(strlen(h) > 14 ? strlen(h) : 14), OSU_PREC, med[k]);
+                    if (k != table && (best < 0 || med[k] < med[best])) best = k;
+                }
+                printf("  %-20s", best >= 0 ? names[best] : "-");
+                if (table >= 0) printf(" %10.3f  %s", best >= 0 ? med[table] / med[best] : 0.0, alg ? alg : "?");
+                printf("\n");
+                fflush(stdout);
+            }
+        }
+        if (size > SIZE_MAX / 2) break;
+    }
+    free(loc);
+    free(vmax);
+    for (int k = 0; k < n; k++) fr_comm_destroy(comms[k]);
+    return 0;
+}
+
 int osu_main(int argc, char **argv, const osu_coll_t *coll)
 {
     osu_opts_t o;
@@ -652,6 +752,7 @@ int osu_main(int argc, char **argv, const osu_coll_t *coll)
     fr_config_t cfg = FR_CONFIG_INIT;
     cfg.algo = o.algo;
     fr_status_t st = fr_comm_create(MPI_COMM_WORLD, &cfg, &c.comm);
+    fr_comm_t main_comm = c.comm;
     int ok = st == FR_SUCCESS, all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all_ok) {
@@ -674,10 +775,14 @@ int osu_main(int argc, char **argv, const osu_coll_t *coll)
     MPI_Barrier(MPI_COMM_WORLD);
     if (g_rank == 0) mbw = memcpy_bandwidth(maxbytes);
     MPI_Barrier(MPI_COMM_WORLD);
-    if (g_rank == 0) print_header(coll, &c, mbw, maxbytes);
+    if (g_rank == 0 && !o.compare) print_header(coll, &c, mbw, maxbytes);
 
     osu_result_t last = { 0 };
     size_t last_bytes = 0;
+    if (o.compare) {
+        status = run_compare(coll, &c);
+        o.max_size = 0;  /* no plain rows */
+    }
     for (size_t size = o.min_size; size <= o.max_size; size *= 2) {
         c.count = size / c.esize;
         if (c.count > 0) {
@@ -704,7 +809,7 @@ int osu_main(int argc, char **argv, const osu_coll_t *coll)
     }
     fflush(stdout);
 
-    fr_comm_destroy(c.comm);
+    fr_comm_destroy(main_comm);
     free(c.sbuf);
     free(c.rbuf);
     MPI_Finalize();

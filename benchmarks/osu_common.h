@@ -25,6 +25,7 @@ typedef struct osu_opts {
     MPI_Op       mpi_op;              /* MPI_SUM for --op avg */
     int          root;
     const char  *algo;                /* --algo, or NULL */
+    const char  *compare;             /* --compare LIST, or NULL */
 } osu_opts_t;
 
 /* The state a benchmark's callbacks work on, for one message size. */
