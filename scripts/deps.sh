@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
       openmpi-bin libopenmpi-dev mpich libmpich-dev
-      libucx-dev ucx-utils libhwloc-dev hwloc libcriterion-dev)
+      libucx-dev ucx-utils libhwloc-dev hwloc libcriterion-dev gnuplot-nox)
 [ "${FR_DEPS_EXTRA:-}" ] && pkgs+=($FR_DEPS_EXTRA)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -47,6 +47,8 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 # A stray setting from the caller would change what the tests select.
 unset FASTREDUCE_ALGO FASTREDUCE_TUNE FASTREDUCE_TUNE_FILE FASTREDUCE_NODE_SIZE FASTREDUCE_BIND \
       FASTREDUCE_REPORT_BINDINGS FASTREDUCE_TOPO_XML
+# No site table from an installed share/fastreduce/ either.
+export FASTREDUCE_TUNE_PATH=
 
 total_pass=0
 total_fail=0
@@ -200,6 +202,67 @@ else
     echo "FAIL: debug file: $nfiles files (want 2), $calls per-call lines from rank 0 (want > 10) in $dbg"
     total_fail=$((total_fail + 1)); launch_fail=$((launch_fail + 1))
 fi
+
+# The autotuner, for real: a short run at np=2 writes a table and its CSV;
+# a second job loads the table and its calls follow its rules.
+pass_fail() {  # pass_fail OK "what"
+    if [ "$1" = 1 ]; then echo "PASS: $2"; total_pass=$((total_pass + 1))
+    else echo "FAIL: $2"; total_fail=$((total_fail + 1)); launch_fail=$((launch_fail + 1)); fi
+}
+TUNER=$top_builddir/benchmarks/fastreduce-tune
+OSU=$top_builddir/benchmarks/fr_osu_allreduce
+tdir="$LOGDIR/tune"
+rm -rf "$tdir"; mkdir -p "$tdir"
+tlaunch=("$MPIEXEC")
+[ "$FLAVOR" = openmpi ] && tlaunch+=(--oversubscribe --mca btl "self,vader" --bind-to none -x FASTREDUCE_TUNE_FILE \
+                                     -x FASTREDUCE_DEBUG -x FASTREDUCE_DEBUG_SUBSYS)
+t0=$SECONDS
+timeout -k 15 "$TIMEOUT" "${tlaunch[@]}" -n 2 "$TUNER" --budget 12 --max 4K -o "$tdir/t.tune" \
+    </dev/null >"$tdir/tune.log" 2>&1
+rc=$?
+dt=$((SECONDS - t0))
+rules=$(grep -cE '^(allreduce|bcast) +host +1 +2 ' "$tdir/t.tune" 2>/dev/null)
+ok=0
+[ "$rc" = 0 ] && [ "$dt" -le 20 ] && grep -q '^# fastreduce tuning table v1$' "$tdir/t.tune" &&
+    grep -qE '^# fingerprint: [^ ]+$' "$tdir/t.tune" && grep -q '^# nodes: 1$' "$tdir/t.tune" &&
+    grep -q '^# ppn: 2$' "$tdir/t.tune" && grep -q '^# command: .*fastreduce-tune --budget 12' "$tdir/t.tune" &&
+    [ "$rules" -ge 2 ] && ok=1
+pass_fail $ok "fastreduce-tune np=2 --budget 12 --max 4K: exit $rc in ${dt} s, header and $rules rules in $tdir/t.tune"
+rows=$(grep -cE '^(allreduce|bcast),host,2,1,2,[a-z_]+,[^,]*,[0-9]+,ok,[0-9.]+,' "$tdir/t.csv" 2>/dev/null)
+chosen=$(grep -cE ',1$' "$tdir/t.csv" 2>/dev/null)
+points=$(awk -F, 'NR > 1 && $9 == "ok" { k[$1 "," $8] = 1 } END { print length(k) }' "$tdir/t.csv" 2>/dev/null)
+# 4..4K: 20 sizes (4 6 8 12 ... 3K 4K) per collective, each size with exactly one chosen row
+ok=0; [ "$rows" -gt 40 ] && [ "$points" = 40 ] && [ "$chosen" = 40 ] && ok=1
+pass_fail $ok "fastreduce-tune CSV: $rows measured rows at $points (collective, size) points, $chosen chosen (want 40 and 40)"
+# the second job: every call of the osu benchmark follows a rule of t.tune
+FASTREDUCE_TUNE_FILE="$tdir/t.tune" FASTREDUCE_DEBUG=INFO FASTREDUCE_DEBUG_SUBSYS=TUNE,COLL \
+    timeout -k 15 "$TIMEOUT" "${tlaunch[@]}" -n 2 "$OSU" -m 4:4096 -i 5 -x 1 </dev/null >"$tdir/use.log" 2>&1
+rc=$?
+loaded=$(grep -c "FASTREDUCE_TUNE_FILE: $tdir/t.tune loaded: .* its fingerprint and shape match" "$tdir/use.log")
+used=$(grep -cE 'INFO #[0-9]+ allreduce [0-9]+ bytes .* \(FASTREDUCE_TUNE_FILE rule at line [0-9]+\)' "$tdir/use.log")
+other=$(grep -E 'INFO #[0-9]+ allreduce [0-9]+ bytes' "$tdir/use.log" | grep -vc 'FASTREDUCE_TUNE_FILE rule')
+# the algorithm column of the osu output is the table's choice for that size
+mism=0
+while read -r size _ _ _ alg; do
+    want=$(awk -v b="$size" '
+        function bytes(v) { if (v == "inf") return 1e30; if (v ~ /K$/) return substr(v, 1, length(v) - 1) * 1024;
+                            if (v ~ /M$/) return substr(v, 1, length(v) - 1) * 1048576; return v + 0 }
+        $1 == "allreduce" && $4 == 2 {
+            if ($5 == "*") { lo = 0; hi = 1e30 } else { n = split($5, r, "-"); lo = bytes(r[1]); hi = n > 1 ? bytes(r[2]) : lo }
+            if (b >= lo && b <= hi) { print $6; exit } }' "$tdir/t.tune")
+    [ "$want" = "$alg" ] || mism=$((mism + 1))
+done < <(grep -E '^[0-9]+ ' "$tdir/use.log")
+ok=0; [ "$rc" = 0 ] && [ "$loaded" = 1 ] && [ "$used" -gt 10 ] && [ "$other" = 0 ] && [ "$mism" = 0 ] && ok=1
+pass_fail $ok "a job with FASTREDUCE_TUNE_FILE=t.tune: loaded $loaded time(s), $used calls by its rules, $other by others, $mism sizes not on the table's choice"
+# --check right after: runs, reports every sampled size, ends with its summary
+timeout -k 15 "$TIMEOUT" "${tlaunch[@]}" -n 2 "$TUNER" --check "$tdir/t.tune" --budget 8 --max 4K \
+    </dev/null >"$tdir/check.log" 2>&1
+rc=$?
+sampled=$(grep -cE '^(ok   |STALE) (allreduce|bcast) ' "$tdir/check.log")  # 4 16 64 256 1K 4K at least
+ok=0
+{ [ "$rc" = 0 ] || [ "$rc" = 3 ]; } && [ "$sampled" -ge 12 ] &&
+    grep -qE "^fastreduce-tune: [0-9]+ stale ranges? in $tdir/t.tune" "$tdir/check.log" && ok=1
+pass_fail $ok "fastreduce-tune --check: exit $rc, $sampled sampled sizes reported ($(grep -oE '[0-9]+ stale ranges?' "$tdir/check.log"))"
 
 # Every segment was unlinked as soon as it was mapped: nothing of ours is left.
 left=$(ls /dev/shm 2>/dev/null | grep -c '^fastreduce-')

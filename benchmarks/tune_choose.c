@@ -1,0 +1,301 @@
+/* The autotuner's decisions on measurements; see tune_choose.h. */
+#include "tune_choose.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "comm.h"
+
+int tc_grid_init(tc_grid_t *g, int ncand, int nsizes)
+{
+    memset(g, 0, sizeof *g);
+    if (ncand < 0 || nsizes < 0) return -1;
+    g->cand = calloc((size_t)ncand + 1, sizeof *g->cand);
+    g->sizes = calloc((size_t)nsizes + 1, sizeof *g->sizes);
+    g->m = calloc((size_t)ncand * (size_t)nsizes + 1, sizeof *g->m);
+    if (!g->cand || !g->sizes || !g->m) {
+        tc_grid_free(g);
+        return -1;
+    }
+    g->ncand = ncand;
+    g->nsizes = nsizes;
+    return 0;
+}
+
+void tc_grid_free(tc_grid_t *g)
+{
+    free(g->cand);
+    free(g->sizes);
+    free(g->m);
+    memset(g, 0, sizeof *g);
+}
+
+static int add_size(uint64_t v, uint64_t unit, uint64_t min, uint64_t max, uint64_t *out, int n, int cap)
+{
+    if (unit > 1) v = v / unit * unit;
+    if (v < min || v > max || v == 0 || n >= cap) return n;
+    if (n > 0 && out[n - 1] >= v) return n;
+    out[n] = v;
+    return n + 1;
+}
+
+int tc_sizes(uint64_t min, uint64_t max, uint64_t unit, uint64_t *out, int cap)
+{
+    int n = 0;
+    if (!unit) unit = 1;
+    if (min < unit) min = unit;
+    for (uint64_t p = 1; p && p <= max; p <<= 1) {
+        n = add_size(p, unit, min, max, out, n, cap);
+        if (p >= 2 && p + p / 2 > p) n = add_size(p + p / 2, unit, min, max, out, n, cap);
+        if (p > UINT64_MAX / 2) break;
+    }
+    return n;
+}
+
+double tc_noise(const tc_meas_t *best, const tc_meas_t *other, const tc_policy_t *p)
+{
+    double floor = p->tie * best->med, cap = p->tie_max * best->med;
+    double spread = best->q3 - best->q1;
+    if (other->q3 - other->q1 > spread) spread = other->q3 - other->q1;
+    double n = spread > floor ? spread : floor;
+    return n < cap ? n : cap;
+}
+
+int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p)
+{
+    int best = -1;
+    for (int c = 0; c < g->ncand; c++) {
+        const tc_meas_t *m = tc_at(g, c, s);
+        if (g->cand[c].coll != coll || m->state != TC_OK) continue;
+        if (best < 0 || m->med < tc_at(g, best, s)->med) best = c;
+    }
+    if (best < 0) return -1;
+    const tc_meas_t *b = tc_at(g, best, s);
+    int win = best;
+    for (int c = 0; c < g->ncand; c++) {
+        const tc_meas_t *m = tc_at(g, c, s);
+        if (g->cand[c].coll != coll || m->state != TC_OK || c == win) continue;
+        if (m->med - b->med > tc_noise(b, m, p)) continue;
+        const tc_meas_t *w = tc_at(g, win, s);
+        if (g->cand[c].simplicity < g->cand[win].simplicity ||
+            (g->cand[c].simplicity == g->cand[win].simplicity && m->med < w->med))
+            win = c;
+    }
+    return win;
+}
+
+/* Best median among the TC_OK candidates of @p coll at size s, or 0. */
+static double best_med(const tc_grid_t *g, int coll, int s)
+{
+    double b = 0;
+    for (int c = 0; c < g->ncand; c++) {
+        const tc_meas_t *m = tc_at(g, c, s);
+        if (g->cand[c].coll == coll && m->state == TC_OK && (b == 0 || m->med < b)) b = m->med;
+    }
+    return b;
+}
+
+int tc_keep(const tc_grid_t *g, int c, int s, const tc_policy_t *p)
+{
+    int below = -1, above = -1;
+    for (int i = 0; i < g->nsizes; i++) {
+        int st = tc_at(g, c, i)->state;
+        if (st == TC_FAILED) return 0;
+        if (st != TC_OK) continue;
+        if (i < s) below = i;
+        else if (i > s && above < 0) above = i;
+    }
+    int judged = 0, slow = 0;
+    int nb[2] = { below, above };
+    for (int k = 0; k < 2; k++) {
+        if (nb[k] < 0) continue;
+        double b = best_med(g, g->cand[c].coll, nb[k]);
+        judged++;
+        slow += b > 0 && tc_at(g, c, nb[k])->med > p->prune * b;
+    }
+    return !judged || slow < judged;
+}
+
+int tc_disputed(const tc_grid_t *g, int coll, const tc_policy_t *p, int *out, int cap)
+{
+    int n = 0, prev = -1, prev_w = -1;
+    for (int s = 0; s < g->nsizes; s++) {
+        int w = tc_winner(g, coll, s, p);
+        if (w < 0) continue;
+        if (prev >= 0 && prev_w != w) {
+            int next_w = -1;
+            for (int t = s + 1; t < g->nsizes && next_w < 0; t++) next_w = tc_winner(g, coll, t, p);
+            if (next_w == prev_w && n < cap) out[n++] = s;
+        }
+        prev = s;
+        prev_w = w;
+    }
+    return n;
+}
+
+int tc_ranges(const tc_grid_t *g, int coll, const tc_policy_t *p, tc_range_t *out, int cap)
+{
+    int n = 0, first = -1;
+    for (int s = 0; s < g->nsizes; s++) {
+        int w = tc_winner(g, coll, s, p);
+        if (w < 0) continue;
+        if (first < 0) first = s;
+        if (n > 0 && out[n - 1].cand == w) {
+            out[n - 1].s_last = s;
+            continue;
+        }
+        if (n == cap) break;
+        out[n] = (tc_range_t){ .cand = w, .s_first = s, .s_last = s };
+        n++;
+    }
+    for (int i = 0; i < n; i++) {
+        out[i].lo = i == 0 ? 0 : out[i - 1].hi + 1;
+        /* up to the size before the next winner's first: sizes after this winner's last without a winner join it */
+        out[i].hi = i == n - 1 ? FR_INF : g->sizes[out[i + 1].s_first - 1];
+    }
+    (void)first;
+    return n;
+}
+
+void tc_range_rule(const tc_grid_t *g, const tc_range_t *r, uint64_t nodes, uint64_t ppn, unsigned mem,
+                   fr_rule_t *out)
+{
+    const tc_cand_t *c = &g->cand[r->cand];
+    memset(out, 0, sizeof *out);
+    out->coll = c->coll;
+    out->mem = mem;
+    out->nodes.lo = out->nodes.hi = nodes;
+    out->ppn.lo = out->ppn.hi = ppn;
+    out->bytes.lo = r->lo;
+    out->bytes.hi = r->hi;
+    out->alg = c->alg;
+    out->chunk = c->chunk;
+    out->fanout = c->fanout;
+    out->across = c->across;
+    out->src = FR_SRC_FILE;
+}
+
+static const char *fmt_bytes(char *buf, size_t len, uint64_t b)
+{
+    if (b >= 1024 * 1024 && b % (1024 * 1024) == 0) snprintf(buf, len, "%lluM", (unsigned long long)(b >> 20));
+    else if (b >= 1024 && b % 1024 == 0) snprintf(buf, len, "%lluK", (unsigned long long)(b >> 10));
+    else snprintf(buf, len, "%llu", (unsigned long long)b);
+    return buf;
+}
+
+/* The fastest correct candidate of the winner's collective at s other than @p win, or -1. */
+static int runner_up(const tc_grid_t *g, int win, int s)
+{
+    int r = -1;
+    for (int c = 0; c < g->ncand; c++) {
+        const tc_meas_t *m = tc_at(g, c, s);
+        if (c == win || g->cand[c].coll != g->cand[win].coll || m->state != TC_OK) continue;
+        if (r < 0 || m->med < tc_at(g, r, s)->med) r = c;
+    }
+    return r;
+}
+
+int tc_write_table(FILE *f, const fr_table_meta_t *meta, const tc_grid_t *g, const tc_policy_t *p,
+                   uint64_t nodes, uint64_t ppn, unsigned mem)
+{
+    int nrules = 0;
+    tc_range_t *r = calloc((size_t)g->nsizes + 1, sizeof *r);
+    if (!r) return -1;
+    fr_table_meta_print(meta, f);
+    fprintf(f, "# Rules measured by fastreduce-tune: each comment gives the winner's median time per call\n"
+               "# (slowest rank) at the first and last size measured in its range, and the runner-up there.\n");
+    fprintf(f, "# %-10s %-6s %-6s %-6s %-12s %s\n", "collective", "memory", "nodes", "ppn", "bytes",
+            "algorithm [key=value ...]");
+    for (int coll = 0; coll < FR_COLL_COUNT; coll++) {
+        int n = tc_ranges(g, coll, p, r, g->nsizes);
+        for (int i = 0; i < n; i++) {
+            fr_rule_t rule;
+            char line[512], b1[32], b2[32], note[256] = "";
+            tc_range_rule(g, &r[i], nodes, ppn, mem, &rule);
+            const tc_meas_t *a = tc_at(g, r[i].cand, r[i].s_first), *z = tc_at(g, r[i].cand, r[i].s_last);
+            int ru = runner_up(g, r[i].cand, r[i].s_last);
+            if (ru >= 0)
+                snprintf(note, sizeof note, "; next %s %+.0f%%", g->cand[ru].label,
+                         (tc_at(g, ru, r[i].s_last)->med / z->med - 1) * 100);
+            if (r[i].s_first == r[i].s_last)
+                fprintf(f, "%s  # %s %.2f us%s\n", fr_rule_format(&rule, line, sizeof line),
+                        fmt_bytes(b1, sizeof b1, g->sizes[r[i].s_first]), a->med * 1e6, note);
+            else
+                fprintf(f, "%s  # %s %.2f us .. %s %.2f us%s\n", fr_rule_format(&rule, line, sizeof line),
+                        fmt_bytes(b1, sizeof b1, g->sizes[r[i].s_first]), a->med * 1e6,
+                        fmt_bytes(b2, sizeof b2, g->sizes[r[i].s_last]), z->med * 1e6, note);
+            nrules++;
+        }
+    }
+    free(r);
+    return nrules;
+}
+
+const char *tc_state_name(int state)
+{
+    static const char *const names[TC_STATE_COUNT] = { "none", "ok", "failed", "declined", "pruned", "skipped" };
+    return state >= 0 && state < TC_STATE_COUNT ? names[state] : "?";
+}
+
+double tc_busbw(int coll, uint64_t bytes, double sec, int ranks)
+{
+    if (sec <= 0) return 0;
+    double algbw = (double)bytes / sec / 1e9;
+    return coll == FR_COLL_ALLREDUCE && ranks > 1 ? algbw * 2.0 * (ranks - 1) / ranks : algbw;
+}
+
+void tc_write_csv(FILE *f, const tc_grid_t *g, const tc_policy_t *p, int ranks, int nodes, int ppn,
+                  const char *mem)
+{
+    fprintf(f, "collective,memory,ranks,nodes,ppn,algorithm,params,bytes,state,median_us,q1_us,q3_us,min_us,"
+               "max_us,reps,iters,busbw_gbs,chosen\n");
+    for (int coll = 0; coll < FR_COLL_COUNT; coll++)
+        for (int s = 0; s < g->nsizes; s++) {
+            int w = tc_winner(g, coll, s, p);
+            for (int c = 0; c < g->ncand; c++) {
+                const tc_cand_t *k = &g->cand[c];
+                const tc_meas_t *m = tc_at(g, c, s);
+                if (k->coll != coll || m->state == TC_NONE) continue;
+                const char *params = strchr(k->label, ' ');
+                fprintf(f, "%s,%s,%d,%d,%d,%s,%s,%llu,%s,", fr_coll_name((fr_coll_t)coll), mem, ranks, nodes, ppn,
+                        fr_algs[k->alg]->name, params ? params + 1 : "", (unsigned long long)g->sizes[s],
+                        tc_state_name(m->state));
+                if (m->state == TC_OK)
+                    fprintf(f, "%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.3f,%d\n", m->med * 1e6, m->q1 * 1e6, m->q3 * 1e6,
+                            m->min * 1e6, m->max * 1e6, m->reps, m->iters,
+                            tc_busbw(coll, g->sizes[s], m->med, ranks), c == w);
+                else
+                    fprintf(f, ",,,,,,,,0\n");
+            }
+        }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The q-quantile of sorted v[0..n) by linear interpolation. */
+static double quantile(const double *v, int n, double q)
+{
+    double pos = q * (n - 1);
+    int i = (int)floor(pos);
+    if (i >= n - 1) return v[n - 1];
+    return v[i] + (pos - i) * (v[i + 1] - v[i]);
+}
+
+void tc_stats(double *v, int n, tc_meas_t *m)
+{
+    if (n <= 0) {
+        m->med = m->q1 = m->q3 = m->min = m->max = 0;
+        return;
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    m->min = v[0];
+    m->max = v[n - 1];
+    m->med = quantile(v, n, 0.5);
+    m->q1 = quantile(v, n, 0.25);
+    m->q3 = quantile(v, n, 0.75);
+    m->reps = n;
+}

@@ -1,0 +1,127 @@
+/* The autotuner's decisions, free of MPI and of timing so that they can be
+ * tested on synthetic measurements (tests/unit/test_tune_choose.c):
+ * which candidates are still worth measuring at a size (the budget's
+ * pruning), which candidate wins a size (a tie within noise goes to the
+ * simpler one), the ranges of sizes with one winner, and the table and
+ * CSV files written from them. fastreduce_tune.c does the measuring. */
+#ifndef FR_TUNE_CHOOSE_H
+#define FR_TUNE_CHOOSE_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "tune.h"
+
+/* One thing to measure: an algorithm with its parameters, for one collective. */
+typedef struct tc_cand {
+    int      coll;        /* fr_coll_t */
+    int      alg;         /* index into fr_algs[] */
+    uint64_t chunk;       /* rule parameters, 0 for the algorithm's default */
+    int      fanout, across;
+    int      simplicity;  /* lower is simpler: noise ties go to the lowest */
+    char     label[64];   /* "ring", "ring chunk=64K" */
+} tc_cand_t;
+
+/* What happened at one (candidate, size). */
+typedef enum {
+    TC_NONE = 0,   /* not measured (yet) */
+    TC_OK,         /* measured, result correct */
+    TC_FAILED,     /* the first call gave a wrong result or an error: never chosen */
+    TC_DECLINED,   /* the algorithm cannot serve this call on this job */
+    TC_PRUNED,     /* slower than prune x the best at both neighbouring sizes */
+    TC_SKIPPED,    /* the budget ran out */
+    TC_STATE_COUNT
+} tc_state_t;
+
+typedef struct tc_meas {
+    int    state;                   /* tc_state_t */
+    double med, q1, q3, min, max;   /* seconds per call (slowest rank), over the repetitions */
+    int    reps, iters;             /* repetitions, calls per repetition */
+} tc_meas_t;
+
+/* Every candidate at every size. */
+typedef struct tc_grid {
+    int        ncand, nsizes;
+    tc_cand_t *cand;
+    uint64_t  *sizes;    /* bytes, ascending */
+    tc_meas_t *m;        /* [c * nsizes + s] */
+} tc_grid_t;
+
+typedef struct tc_policy {
+    double tie;      /* within this fraction of the best is always a tie (noise floor) */
+    double tie_max;  /* the spreads may widen a tie up to this fraction, no further */
+    double prune;    /* drop a candidate slower than prune x the best at both neighbours */
+} tc_policy_t;
+
+#define TC_POLICY_DEFAULT { 0.03, 0.05, 2.0 }
+
+static inline tc_meas_t *tc_at(const tc_grid_t *g, int c, int s) { return &g->m[(size_t)c * (size_t)g->nsizes + (size_t)s]; }
+
+/* Allocate a grid (measurements zeroed); 0 on success. */
+int  tc_grid_init(tc_grid_t *g, int ncand, int nsizes);
+void tc_grid_free(tc_grid_t *g);
+
+/* The sizes swept: powers of two from @p min to @p max and the points half
+ * way between (1.5 x a power of two), each a multiple of @p unit (the element
+ * size), ascending and without repeats. Returns how many were written
+ * (at most @p cap). */
+int tc_sizes(uint64_t min, uint64_t max, uint64_t unit, uint64_t *out, int cap);
+
+/* How much slower than @p best another measurement may be and still tie:
+ * the larger of tie x best and the spreads (q3 - q1) of the two, capped at
+ * tie_max x best. */
+double tc_noise(const tc_meas_t *best, const tc_meas_t *other, const tc_policy_t *p);
+
+/* The winner at size @p s among the candidates of collective @p coll: the
+ * fastest TC_OK one, or among those within tc_noise() of it the simplest
+ * (then the fastest). -1 when none was measured correct. */
+int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p);
+
+/* Is candidate @p c worth measuring at size @p s? Looks at the nearest
+ * sizes below and above s where it was measured: no if it failed its check
+ * anywhere, or if it was more than prune x the best at both of them (at one
+ * of them when only one exists). Yes when there is nothing to judge by. */
+int tc_keep(const tc_grid_t *g, int c, int s, const tc_policy_t *p);
+
+/* Sizes of collective @p coll whose winner differs from the winners of the
+ * nearest sizes with a winner on both sides, which agree with each other:
+ * a lone win is more likely noise than two crossovers, so the tuner
+ * measures these again. Returns how many were written to @p out. */
+int tc_disputed(const tc_grid_t *g, int coll, const tc_policy_t *p, int *out, int cap);
+
+/* A run of sizes with one winner. */
+typedef struct tc_range {
+    int      cand;            /* the winner */
+    uint64_t lo, hi;          /* bytes the rule covers (inclusive) */
+    int      s_first, s_last; /* the sizes measured inside */
+} tc_range_t;
+
+/* The ranges of collective @p coll: neighbouring sizes with the same winner
+ * merged; the first starts at 0 and the last ends at FR_INF; a boundary
+ * lies at the last size of the earlier winner. Sizes without a winner join
+ * the range before them (the first ones: the range after). Returns the
+ * number of ranges written (at most @p cap; 0 when no size has a winner). */
+int tc_ranges(const tc_grid_t *g, int coll, const tc_policy_t *p, tc_range_t *out, int cap);
+
+/* The rule of a range for a job of @p nodes nodes of up to @p ppn ranks
+ * (the shape measured), memory @p mem (FR_MEM_*). */
+void tc_range_rule(const tc_grid_t *g, const tc_range_t *r, uint64_t nodes, uint64_t ppn, unsigned mem,
+                   fr_rule_t *out);
+
+/* Write the table: the header of @p meta, then for each collective its
+ * ranges' rules, each with a comment of the winner's medians at the first
+ * and last size and the runner-up. Returns the number of rules written. */
+int tc_write_table(FILE *f, const fr_table_meta_t *meta, const tc_grid_t *g, const tc_policy_t *p,
+                   uint64_t nodes, uint64_t ppn, unsigned mem);
+
+/* The CSV of every (candidate, size) that was tried; see docs/tuning.md. */
+void tc_write_csv(FILE *f, const tc_grid_t *g, const tc_policy_t *p, int ranks, int nodes, int ppn,
+                  const char *mem);
+
+/* "ok", "failed", ... */
+const char *tc_state_name(int state);
+/* busbw of @p bytes in @p sec seconds on @p ranks ranks, GB/s. */
+double tc_busbw(int coll, uint64_t bytes, double sec, int ranks);
+/* Median, quartiles, min and max of @p n values (sorted in place). */
+void tc_stats(double *v, int n, tc_meas_t *m);
+
+#endif

@@ -1,0 +1,1151 @@
+/* Unit tests for benchmarks/tune_choose.c: the autotuner's choices on
+ * synthetic measurements. Every expected value below is worked out by hand
+ * from the rules documented in benchmarks/tune_choose.h. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tune_choose.h"
+#include "comm.h"
+#include "tune.h"
+
+#define US 1e-6
+#define AR FR_COLL_ALLREDUCE
+#define BC FR_COLL_BCAST
+
+static const tc_policy_t POL = TC_POLICY_DEFAULT;
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static int alg_index(int coll, const char *name)
+{
+    int a = fr_alg_lookup(coll, name);
+    cr_assert(a >= 0, "no algorithm '%s' for collective %d", name, coll);
+    return a;
+}
+
+/* A grid of @p nc candidates over the given sizes. */
+static void grid(tc_grid_t *g, int nc, int ns, const uint64_t *sizes)
+{
+    cr_assert_eq(tc_grid_init(g, nc, ns), 0);
+    for (int s = 0; s < ns; s++)
+        g->sizes[s] = sizes[s];
+}
+
+/* Candidate @p c: algorithm @p name of @p coll, label = name unless @p label given. */
+static tc_cand_t *cand(tc_grid_t *g, int c, int coll, const char *name, int simplicity, const char *label)
+{
+    tc_cand_t *k = &g->cand[c];
+    memset(k, 0, sizeof *k);
+    k->coll = coll;
+    k->alg = alg_index(coll, name);
+    k->simplicity = simplicity;
+    snprintf(k->label, sizeof k->label, "%s", label ? label : name);
+    return k;
+}
+
+/* A measurement in microseconds with the given quartiles. */
+static void meas_q(tc_grid_t *g, int c, int s, int state, double med_us, double q1_us, double q3_us)
+{
+    tc_meas_t *m = tc_at(g, c, s);
+    m->state = state;
+    m->med = med_us * US;
+    m->q1 = q1_us * US;
+    m->q3 = q3_us * US;
+    m->min = q1_us * US;
+    m->max = q3_us * US;
+    m->reps = 5;
+    m->iters = 10;
+}
+
+/* A measurement with no spread. */
+static void meas(tc_grid_t *g, int c, int s, int state, double med_us)
+{
+    meas_q(g, c, s, state, med_us, med_us, med_us);
+}
+
+static void ok(tc_grid_t *g, int c, int s, double med_us)
+{
+    meas(g, c, s, TC_OK, med_us);
+}
+
+static const uint64_t SZ8[8] = { 4, 8, 16, 32, 64, 128, 256, 512 };
+
+static void check_sizes(const uint64_t *got, int n, const uint64_t *want, int nwant)
+{
+    cr_assert_eq(n, nwant, "got %d sizes, expected %d", n, nwant);
+    for (int i = 0; i < nwant; i++)
+        cr_assert_eq(got[i], want[i], "size %d: got %llu, expected %llu", i, (unsigned long long)got[i],
+                     (unsigned long long)want[i]);
+}
+
+/* ---- 1. tc_sizes --------------------------------------------------------- */
+
+Test(tune_choose, sizes_unit4_from4_to64)
+{
+    uint64_t s[32];
+    const uint64_t want[] = { 4, 8, 12, 16, 24, 32, 48, 64 };
+    check_sizes(s, tc_sizes(4, 64, 4, s, 32), want, 8);
+}
+
+Test(tune_choose, sizes_unit8_from4)
+{
+    /* 4 and 6 round down to 0, 12 to 8 (a repeat): 8 16 24 32 48 64 */
+    uint64_t s[32];
+    const uint64_t want[] = { 8, 16, 24, 32, 48, 64 };
+    check_sizes(s, tc_sizes(4, 64, 8, s, 32), want, 6);
+}
+
+Test(tune_choose, sizes_unit1_small)
+{
+    uint64_t s[32];
+    const uint64_t want[] = { 1, 2, 3, 4, 6, 8 };
+    check_sizes(s, tc_sizes(1, 8, 1, s, 32), want, 6);
+}
+
+Test(tune_choose, sizes_max_not_power_of_two)
+{
+    uint64_t s[32];
+    const uint64_t want100[] = { 4, 8, 12, 16, 24, 32, 48, 64, 96 };
+    check_sizes(s, tc_sizes(4, 100, 4, s, 32), want100, 9);
+    const uint64_t want90[] = { 4, 8, 12, 16, 24, 32, 48, 64 };
+    check_sizes(s, tc_sizes(4, 90, 4, s, 32), want90, 8);
+}
+
+Test(tune_choose, sizes_min_rounded_up_to_unit)
+{
+    uint64_t s[32];
+    /* min 1 below the unit: starts at the unit */
+    const uint64_t w1[] = { 4, 8, 12, 16 };
+    check_sizes(s, tc_sizes(1, 16, 4, s, 32), w1, 4);
+    /* min 5, unit 4: the first multiple of 4 in the sweep at or above 5 is 8 */
+    const uint64_t w5[] = { 8, 12, 16, 24, 32 };
+    check_sizes(s, tc_sizes(5, 40, 4, s, 32), w5, 5);
+    /* min 5, unit 1: 6 is the first point (1.5 x 4) */
+    const uint64_t w5b[] = { 6, 8, 12, 16, 24, 32 };
+    check_sizes(s, tc_sizes(5, 40, 1, s, 32), w5b, 6);
+}
+
+Test(tune_choose, sizes_cap_smaller_than_count)
+{
+    uint64_t s[8] = { 0, 0, 0, 777, 777, 777, 777, 777 };
+    const uint64_t want[] = { 4, 8, 12 };
+    check_sizes(s, tc_sizes(4, 64, 4, s, 3), want, 3);
+    cr_assert_eq(s[3], 777, "wrote past the cap");
+    cr_assert_eq(tc_sizes(4, 64, 4, s, 0), 0);
+}
+
+Test(tune_choose, sizes_large_sweep_ascending)
+{
+    uint64_t s[64];
+    /* 1K..1M: powers 2^10..2^20 (11) and 1.5 x 2^10..2^19 (10) */
+    int n = tc_sizes(1024, 1024 * 1024, 4, s, 64);
+    cr_assert_eq(n, 21);
+    cr_assert_eq(s[0], 1024);
+    cr_assert_eq(s[1], 1536);
+    cr_assert_eq(s[n - 2], 786432);
+    cr_assert_eq(s[n - 1], 1048576);
+    for (int i = 1; i < n; i++) {
+        cr_assert(s[i] > s[i - 1], "not strictly ascending at %d", i);
+        cr_assert_eq(s[i] % 4, 0);
+    }
+}
+
+Test(tune_choose, sizes_empty_when_min_above_max)
+{
+    uint64_t s[8];
+    cr_assert_eq(tc_sizes(128, 64, 4, s, 8), 0);
+}
+
+/* ---- 2. tc_stats --------------------------------------------------------- */
+
+#define EPS 1e-12
+
+Test(tune_choose, stats_odd_unsorted)
+{
+    double v[] = { 5, 1, 4, 2, 3 };
+    tc_meas_t m = { 0 };
+    tc_stats(v, 5, &m);
+    cr_assert_float_eq(m.med, 3.0, EPS);
+    cr_assert_float_eq(m.q1, 2.0, EPS);
+    cr_assert_float_eq(m.q3, 4.0, EPS);
+    cr_assert_float_eq(m.min, 1.0, EPS);
+    cr_assert_float_eq(m.max, 5.0, EPS);
+    for (int i = 0; i < 5; i++)
+        cr_assert_float_eq(v[i], (double)(i + 1), EPS, "not sorted in place");
+}
+
+Test(tune_choose, stats_even_interpolated)
+{
+    double v[] = { 4, 1, 3, 2 };
+    tc_meas_t m = { 0 };
+    tc_stats(v, 4, &m);
+    /* positions (n-1)q: 1.5, 0.75, 2.25 */
+    cr_assert_float_eq(m.med, 2.5, EPS);
+    cr_assert_float_eq(m.q1, 1.75, EPS);
+    cr_assert_float_eq(m.q3, 3.25, EPS);
+    cr_assert_float_eq(m.min, 1.0, EPS);
+    cr_assert_float_eq(m.max, 4.0, EPS);
+}
+
+Test(tune_choose, stats_six_values)
+{
+    double v[] = { 60, 10, 50, 20, 40, 30 };
+    tc_meas_t m = { 0 };
+    tc_stats(v, 6, &m);
+    /* positions 2.5, 1.25, 3.75 in 10 20 30 40 50 60 */
+    cr_assert_float_eq(m.med, 35.0, EPS);
+    cr_assert_float_eq(m.q1, 22.5, EPS);
+    cr_assert_float_eq(m.q3, 47.5, EPS);
+    cr_assert_float_eq(m.min, 10.0, EPS);
+    cr_assert_float_eq(m.max, 60.0, EPS);
+}
+
+Test(tune_choose, stats_single_value)
+{
+    double v[] = { 7.5 };
+    tc_meas_t m = { 0 };
+    tc_stats(v, 1, &m);
+    cr_assert_float_eq(m.med, 7.5, EPS);
+    cr_assert_float_eq(m.q1, 7.5, EPS);
+    cr_assert_float_eq(m.q3, 7.5, EPS);
+    cr_assert_float_eq(m.min, 7.5, EPS);
+    cr_assert_float_eq(m.max, 7.5, EPS);
+}
+
+/* ---- 3. the fastest correct candidate ------------------------------------ */
+
+Test(tune_choose, winner_fastest_ok_only)
+{
+    tc_grid_t g;
+    const uint64_t sz[2] = { 1024, 2048 };
+    grid(&g, 8, 2, sz);
+    cand(&g, 0, AR, "ring", 1, NULL);
+    cand(&g, 1, AR, "recursive_doubling", 1, NULL);
+    cand(&g, 2, AR, "rabenseifner", 0, NULL);
+    cand(&g, 3, AR, "tree", 0, NULL);
+    cand(&g, 4, AR, "shm", 0, NULL);
+    cand(&g, 5, AR, "hier", 0, NULL);
+    cand(&g, 6, AR, "mpi", 0, NULL);
+    cand(&g, 7, BC, "binomial", 0, NULL);
+    /* size 0: ring 10, rd 8; the rest faster (and simpler, and within noise
+     * of rd) but not correct-and-measured, or of the other collective */
+    ok(&g, 0, 0, 10.0);
+    ok(&g, 1, 0, 8.0);
+    meas(&g, 2, 0, TC_FAILED, 1.0);
+    meas(&g, 3, 0, TC_PRUNED, 8.0);
+    meas(&g, 4, 0, TC_SKIPPED, 8.0);
+    meas(&g, 5, 0, TC_DECLINED, 8.0);
+    meas(&g, 6, 0, TC_NONE, 8.0);
+    ok(&g, 7, 0, 0.5);
+    cr_assert_eq(tc_winner(&g, AR, 0, &POL), 1);
+    cr_assert_eq(tc_winner(&g, BC, 0, &POL), 7);
+    /* size 1: nothing ok for allreduce; bcast failed */
+    meas(&g, 0, 1, TC_FAILED, 1.0);
+    meas(&g, 1, 1, TC_PRUNED, 1.0);
+    meas(&g, 2, 1, TC_SKIPPED, 1.0);
+    meas(&g, 3, 1, TC_DECLINED, 1.0);
+    meas(&g, 7, 1, TC_FAILED, 1.0);
+    cr_assert_eq(tc_winner(&g, AR, 1, &POL), -1);
+    cr_assert_eq(tc_winner(&g, BC, 1, &POL), -1);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, winner_failed_fastest_never_chosen)
+{
+    tc_grid_t g;
+    const uint64_t sz[1] = { 4096 };
+    grid(&g, 3, 1, sz);
+    cand(&g, 0, BC, "binomial", 0, NULL);
+    cand(&g, 1, BC, "pipeline", 2, NULL);
+    cand(&g, 2, BC, "scatter_allgather", 1, NULL);
+    meas(&g, 0, 0, TC_FAILED, 1.0);
+    ok(&g, 1, 0, 5.0);
+    ok(&g, 2, 0, 7.0);
+    cr_assert_eq(tc_winner(&g, BC, 0, &POL), 1);
+    cr_assert_eq(tc_winner(&g, AR, 0, &POL), -1);
+    tc_grid_free(&g);
+}
+
+/* ---- 4. noise ties ------------------------------------------------------- */
+
+Test(tune_choose, noise_formula)
+{
+    tc_meas_t b = { .state = TC_OK, .med = 100 * US, .q1 = 100 * US, .q3 = 100 * US };
+    tc_meas_t o = { .state = TC_OK, .med = 110 * US, .q1 = 110 * US, .q3 = 110 * US };
+    cr_assert_float_eq(tc_noise(&b, &o, &POL), 3 * US, 1e-15);     /* floor */
+    o.q1 = 108 * US, o.q3 = 112 * US;
+    cr_assert_float_eq(tc_noise(&b, &o, &POL), 4 * US, 1e-15);     /* other's spread */
+    o.q1 = o.q3 = 110 * US;
+    b.q1 = 98.5 * US, b.q3 = 103 * US;
+    cr_assert_float_eq(tc_noise(&b, &o, &POL), 4.5 * US, 1e-15);   /* best's spread */
+    o.q1 = 60 * US, o.q3 = 160 * US;
+    cr_assert_float_eq(tc_noise(&b, &o, &POL), 5 * US, 1e-15);     /* capped */
+}
+
+/* Best "ring" (simplicity 2) at 100 us, simpler "tree" (1) at @p other_us. */
+static int tie_case(double other_us, double best_spread_us, double other_spread_us)
+{
+    tc_grid_t g;
+    const uint64_t sz[1] = { 65536 };
+    grid(&g, 2, 1, sz);
+    cand(&g, 0, AR, "ring", 2, NULL);
+    cand(&g, 1, AR, "tree", 1, NULL);
+    meas_q(&g, 0, 0, TC_OK, 100, 100 - best_spread_us / 2, 100 + best_spread_us / 2);
+    meas_q(&g, 1, 0, TC_OK, other_us, other_us - other_spread_us / 2, other_us + other_spread_us / 2);
+    int w = tc_winner(&g, AR, 0, &POL);
+    tc_grid_free(&g);
+    return w;
+}
+
+Test(tune_choose, tie_within_floor_goes_to_simpler)
+{
+    cr_assert_eq(tie_case(102.5, 0, 0), 1);
+    cr_assert_eq(tie_case(100.0, 0, 0), 1);
+    cr_assert_eq(tie_case(101.0, 1, 1), 1);
+}
+
+Test(tune_choose, tie_4pct_small_spread_not_a_tie)
+{
+    cr_assert_eq(tie_case(104.0, 0, 0), 0);
+    cr_assert_eq(tie_case(104.0, 1, 1), 0);
+    cr_assert_eq(tie_case(104.0, 2.5, 2.5), 0);
+}
+
+Test(tune_choose, tie_4pct_widened_by_spread)
+{
+    cr_assert_eq(tie_case(104.0, 5, 5), 1);
+    cr_assert_eq(tie_case(104.0, 5, 0), 1);   /* the best's spread alone */
+    cr_assert_eq(tie_case(104.0, 0, 5), 1);   /* the other's spread alone */
+    cr_assert_eq(tie_case(104.0, 4.5, 0), 1);
+}
+
+Test(tune_choose, tie_never_beyond_tie_max)
+{
+    cr_assert_eq(tie_case(106.0, 50, 50), 0);
+    cr_assert_eq(tie_case(106.0, 0, 80), 0);
+    cr_assert_eq(tie_case(105.5, 20, 20), 0);
+}
+
+Test(tune_choose, tie_simplest_of_several)
+{
+    tc_grid_t g;
+    const uint64_t sz[2] = { 1024, 2048 };
+    grid(&g, 5, 2, sz);
+    cand(&g, 0, AR, "hier", 4, NULL);
+    cand(&g, 1, AR, "ring", 3, NULL);
+    cand(&g, 2, AR, "rabenseifner", 2, NULL);
+    cand(&g, 3, AR, "recursive_doubling", 1, NULL);
+    cand(&g, 4, AR, "tree", 0, NULL);
+    /* size 0: best hier 100; ring, rab, rd within 3%; tree (simplest) 10% slower */
+    ok(&g, 0, 0, 100.0);
+    ok(&g, 1, 0, 101.0);
+    ok(&g, 2, 0, 102.0);
+    ok(&g, 3, 0, 102.5);
+    ok(&g, 4, 0, 110.0);
+    cr_assert_eq(tc_winner(&g, AR, 0, &POL), 3);
+    /* size 1: the tie is measured from the fastest, not chained:
+     * rab at 102.9 ties with hier 100; rd at 105.5 ties with rab, not with hier */
+    ok(&g, 0, 1, 100.0);
+    ok(&g, 1, 1, 120.0);
+    ok(&g, 2, 1, 102.9);
+    ok(&g, 3, 1, 105.5);
+    ok(&g, 4, 1, 130.0);
+    cr_assert_eq(tc_winner(&g, AR, 1, &POL), 2);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, tie_equal_simplicity_faster_wins)
+{
+    tc_grid_t g;
+    const uint64_t sz[2] = { 1024, 2048 };
+    grid(&g, 3, 2, sz);
+    cand(&g, 0, AR, "hier", 3, NULL);
+    cand(&g, 1, AR, "ring", 1, NULL);
+    cand(&g, 2, AR, "tree", 1, NULL);
+    ok(&g, 0, 0, 100.0);
+    ok(&g, 1, 0, 102.0);
+    ok(&g, 2, 0, 101.0);
+    cr_assert_eq(tc_winner(&g, AR, 0, &POL), 2);
+    ok(&g, 0, 1, 100.0);
+    ok(&g, 1, 1, 101.0);
+    ok(&g, 2, 1, 102.0);
+    cr_assert_eq(tc_winner(&g, AR, 1, &POL), 1);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, tie_policy_other_than_default)
+{
+    tc_grid_t g;
+    const uint64_t sz[1] = { 1024 };
+    grid(&g, 2, 1, sz);
+    cand(&g, 0, AR, "ring", 2, NULL);
+    cand(&g, 1, AR, "tree", 1, NULL);
+    ok(&g, 0, 0, 100.0);
+    ok(&g, 1, 0, 108.0);
+    const tc_policy_t wide = { 0.10, 0.20, 2.0 }, none = { 0.0, 0.0, 2.0 };
+    cr_assert_eq(tc_winner(&g, AR, 0, &POL), 0);
+    cr_assert_eq(tc_winner(&g, AR, 0, &wide), 1);
+    ok(&g, 1, 0, 100.5);
+    cr_assert_eq(tc_winner(&g, AR, 0, &none), 0);
+    tc_grid_free(&g);
+}
+
+/* ---- 5. tc_keep ---------------------------------------------------------- */
+
+/* Candidate 0 = "ring" (judged), 1 = "tree" at 1 us everywhere (the best),
+ * 2 = bcast "binomial" at 0.1 us (another collective), 3 = "rabenseifner"
+ * failed at 0.1 us everywhere. Sizes 0..4. */
+static void keep_grid(tc_grid_t *g)
+{
+    const uint64_t sz[5] = { 64, 128, 256, 512, 1024 };
+    grid(g, 4, 5, sz);
+    cand(g, 0, AR, "ring", 1, NULL);
+    cand(g, 1, AR, "tree", 1, NULL);
+    cand(g, 2, BC, "binomial", 1, NULL);
+    cand(g, 3, AR, "rabenseifner", 1, NULL);
+    for (int s = 0; s < 5; s++) {
+        ok(g, 1, s, 1.0);
+        ok(g, 2, s, 0.1);
+        meas(g, 3, s, TC_FAILED, 0.1);
+    }
+}
+
+Test(tune_choose, keep_slow_at_both_neighbours_dropped)
+{
+    tc_grid_t g;
+    keep_grid(&g);
+    ok(&g, 0, 1, 3.0);
+    ok(&g, 0, 3, 2.5);
+    cr_assert_eq(tc_keep(&g, 0, 2, &POL), 0);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, keep_within_prune_at_one_neighbour)
+{
+    tc_grid_t g;
+    keep_grid(&g);
+    ok(&g, 0, 1, 3.0);
+    ok(&g, 0, 3, 1.9);
+    cr_assert_eq(tc_keep(&g, 0, 2, &POL), 1);
+    ok(&g, 0, 1, 1.5);
+    ok(&g, 0, 3, 3.0);
+    cr_assert_eq(tc_keep(&g, 0, 2, &POL), 1);
+    /* exactly 2x is not more than 2x */
+    ok(&g, 0, 1, 2.0);
+    ok(&g, 0, 3, 3.0);
+    cr_assert_eq(tc_keep(&g, 0, 2, &POL), 1);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, keep_nearest_neighbours_only)
+{
+    tc_grid_t g;
+    keep_grid(&g);
+    /* fast far away, slow at the nearest measured sizes */
+    ok(&g, 0, 0, 1.0);
+    ok(&g, 0, 1, 3.0);
+    ok(&g, 0, 3, 3.0);
+    ok(&g, 0, 4, 1.0);
+    cr_assert_eq(tc_keep(&g, 0, 2, &POL), 0);
+    /* slow far away, fast at a nearest one */
+    ok(&g, 0, 0, 3.0);
+    ok(&g, 0, 1, 1.5);
+    ok(&g, 0, 3, 3.0);
+    ok(&g, 0, 4, 3.0);
+    cr_assert_eq(tc_keep(&g, 0, 2, &POL), 1);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, keep_unmeasured_states_are_not_neighbours)
+{
+    tc_grid_t g;
+    keep_grid(&g);
+    /* s1 pruned (its med would say slow), s3 skipped, s4 declined:
+     * the nearest measured sizes are 0 (fast) below and none above */
+    ok(&g, 0, 0, 1.5);
+    meas(&g, 0, 1, TC_PRUNED, 10.0);
+    meas(&g, 0, 3, TC_SKIPPED, 10.0);
+    meas(&g, 0, 4, TC_DECLINED, 10.0);
+    cr_assert_eq(tc_keep(&g, 0, 2, &POL), 1);
+    /* and slow at 0: judged by that one alone */
+    ok(&g, 0, 0, 2.5);
+    cr_assert_eq(tc_keep(&g, 0, 2, &POL), 0);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, keep_one_neighbour_judges)
+{
+    tc_grid_t g;
+    keep_grid(&g);
+    ok(&g, 0, 1, 3.0);                      /* only below */
+    cr_assert_eq(tc_keep(&g, 0, 2, &POL), 0);
+    cr_assert_eq(tc_keep(&g, 0, 4, &POL), 0);
+    cr_assert_eq(tc_keep(&g, 0, 0, &POL), 0);  /* only above */
+    ok(&g, 0, 1, 1.5);
+    cr_assert_eq(tc_keep(&g, 0, 2, &POL), 1);
+    cr_assert_eq(tc_keep(&g, 0, 0, &POL), 1);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, keep_no_neighbours_kept)
+{
+    tc_grid_t g;
+    keep_grid(&g);
+    for (int s = 0; s < 5; s++)
+        cr_assert_eq(tc_keep(&g, 0, s, &POL), 1, "size %d", s);
+    /* measured only at s itself: nothing below or above */
+    ok(&g, 0, 2, 10.0);
+    cr_assert_eq(tc_keep(&g, 0, 2, &POL), 1);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, keep_best_is_own_collective_ok_only)
+{
+    tc_grid_t g;
+    keep_grid(&g);
+    /* 1.5x the allreduce best, 15x the bcast one and the failed one */
+    ok(&g, 0, 1, 1.5);
+    ok(&g, 0, 3, 1.5);
+    cr_assert_eq(tc_keep(&g, 0, 2, &POL), 1);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, keep_failed_anywhere_dropped)
+{
+    tc_grid_t g;
+    keep_grid(&g);
+    ok(&g, 0, 0, 1.0);
+    ok(&g, 0, 1, 1.0);
+    ok(&g, 0, 3, 1.0);
+    meas(&g, 0, 4, TC_FAILED, 1.0);
+    for (int s = 0; s < 5; s++)
+        cr_assert_eq(tc_keep(&g, 0, s, &POL), 0, "size %d", s);
+    cr_assert_eq(tc_keep(&g, 3, 2, &POL), 0);
+    tc_grid_free(&g);
+}
+
+/* ---- 6. tc_ranges -------------------------------------------------------- */
+
+/* Candidates: 0 ring, 1 recursive_doubling, 2 rabenseifner (allreduce),
+ * 3 binomial, 4 pipeline (bcast). Sizes SZ8. @p win: per size the allreduce
+ * winner ('A'..'C') or '-' for none. The winner gets 1 us, the others 10 us. */
+static void ranges_grid(tc_grid_t *g, const char *win)
+{
+    grid(g, 5, 8, SZ8);
+    cand(g, 0, AR, "ring", 1, NULL);
+    cand(g, 1, AR, "recursive_doubling", 1, NULL);
+    cand(g, 2, AR, "rabenseifner", 1, NULL);
+    cand(g, 3, BC, "binomial", 1, NULL);
+    cand(g, 4, BC, "pipeline", 1, NULL);
+    for (int s = 0; s < 8; s++) {
+        if (win[s] == '-') {
+            for (int c = 0; c < 3; c++)
+                meas(g, c, s, c == 0 ? TC_FAILED : TC_PRUNED, 1.0);
+        } else {
+            for (int c = 0; c < 3; c++)
+                ok(g, c, s, c == win[s] - 'A' ? 1.0 : 10.0);
+        }
+    }
+}
+
+static void check_range(const tc_range_t *r, int cand_, uint64_t lo, uint64_t hi, int sf, int sl)
+{
+    cr_assert_eq(r->cand, cand_, "cand %d, expected %d", r->cand, cand_);
+    cr_assert_eq(r->lo, lo, "lo %llu, expected %llu", (unsigned long long)r->lo, (unsigned long long)lo);
+    cr_assert_eq(r->hi, hi, "hi %llu, expected %llu", (unsigned long long)r->hi, (unsigned long long)hi);
+    if (sf >= 0) {
+        cr_assert_eq(r->s_first, sf, "s_first %d, expected %d", r->s_first, sf);
+        cr_assert_eq(r->s_last, sl, "s_last %d, expected %d", r->s_last, sl);
+    }
+}
+
+Test(tune_choose, ranges_merge_three)
+{
+    tc_grid_t g;
+    tc_range_t r[8];
+    ranges_grid(&g, "AABBBCCC");
+    cr_assert_eq(tc_ranges(&g, AR, &POL, r, 8), 3);
+    check_range(&r[0], 0, 0, 8, 0, 1);
+    check_range(&r[1], 1, 9, 64, 2, 4);
+    check_range(&r[2], 2, 65, FR_INF, 5, 7);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, ranges_single_winner)
+{
+    tc_grid_t g;
+    tc_range_t r[8];
+    ranges_grid(&g, "BBBBBBBB");
+    cr_assert_eq(tc_ranges(&g, AR, &POL, r, 8), 1);
+    check_range(&r[0], 1, 0, FR_INF, 0, 7);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, ranges_alternating)
+{
+    tc_grid_t g;
+    tc_range_t r[8];
+    ranges_grid(&g, "ABABCCAA");
+    cr_assert_eq(tc_ranges(&g, AR, &POL, r, 8), 6);
+    check_range(&r[0], 0, 0, 4, 0, 0);
+    check_range(&r[1], 1, 5, 8, 1, 1);
+    check_range(&r[2], 0, 9, 16, 2, 2);
+    check_range(&r[3], 1, 17, 32, 3, 3);
+    check_range(&r[4], 2, 33, 128, 4, 5);
+    check_range(&r[5], 0, 129, FR_INF, 6, 7);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, ranges_none)
+{
+    tc_grid_t g;
+    tc_range_t r[8];
+    ranges_grid(&g, "--------");
+    cr_assert_eq(tc_ranges(&g, AR, &POL, r, 8), 0);
+    /* no bcast candidate measured either */
+    cr_assert_eq(tc_ranges(&g, BC, &POL, r, 8), 0);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, ranges_leading_without_winner)
+{
+    tc_grid_t g;
+    tc_range_t r[8];
+    ranges_grid(&g, "--AABBBB");
+    cr_assert_eq(tc_ranges(&g, AR, &POL, r, 8), 2);
+    check_range(&r[0], 0, 0, 32, -1, -1);
+    check_range(&r[1], 1, 33, FR_INF, 4, 7);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, ranges_trailing_without_winner)
+{
+    tc_grid_t g;
+    tc_range_t r[8];
+    ranges_grid(&g, "AABBBB--");
+    cr_assert_eq(tc_ranges(&g, AR, &POL, r, 8), 2);
+    check_range(&r[0], 0, 0, 8, 0, 1);
+    check_range(&r[1], 1, 9, FR_INF, 2, 5);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, ranges_gap_inside_one_winner_merges)
+{
+    tc_grid_t g;
+    tc_range_t r[8];
+    ranges_grid(&g, "AA--AABB");
+    cr_assert_eq(tc_ranges(&g, AR, &POL, r, 8), 2);
+    check_range(&r[0], 0, 0, 128, 0, 5);
+    check_range(&r[1], 1, 129, FR_INF, 6, 7);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, ranges_gap_joins_range_before)
+{
+    /* sizes 4 8 | 16 (no winner) | 32 ...: 16 joins A's range, so the
+     * boundary lies at 16 and B starts at 17 */
+    tc_grid_t g;
+    tc_range_t r[8];
+    ranges_grid(&g, "AA-BBBBB");
+    cr_assert_eq(tc_ranges(&g, AR, &POL, r, 8), 2);
+    cr_assert_eq(r[0].cand, 0);
+    cr_assert_eq(r[1].cand, 1);
+    cr_assert(r[0].lo <= 16 && 16 <= r[0].hi,
+              "size 16 (no winner, after A's sizes) is in [%llu, %llu] of B, not in A's range",
+              (unsigned long long)r[1].lo, (unsigned long long)r[1].hi);
+    check_range(&r[0], 0, 0, 16, -1, -1);
+    check_range(&r[1], 1, 17, FR_INF, 3, 7);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, ranges_independent_of_other_collective)
+{
+    tc_grid_t g;
+    tc_range_t r[8];
+    ranges_grid(&g, "AABBBCCC");
+    /* bcast: binomial wins 0..5, pipeline 6..7, both far faster than any allreduce */
+    for (int s = 0; s < 8; s++) {
+        ok(&g, 3, s, s < 6 ? 0.01 : 0.5);
+        ok(&g, 4, s, s < 6 ? 0.5 : 0.01);
+    }
+    cr_assert_eq(tc_ranges(&g, AR, &POL, r, 8), 3);
+    check_range(&r[0], 0, 0, 8, 0, 1);
+    check_range(&r[1], 1, 9, 64, 2, 4);
+    check_range(&r[2], 2, 65, FR_INF, 5, 7);
+    cr_assert_eq(tc_ranges(&g, BC, &POL, r, 8), 2);
+    check_range(&r[0], 3, 0, 128, 0, 5);
+    check_range(&r[1], 4, 129, FR_INF, 6, 7);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, ranges_cap)
+{
+    tc_grid_t g;
+    tc_range_t r[8];
+    memset(r, 0xab, sizeof r);
+    ranges_grid(&g, "AABBBCCC");
+    cr_assert_eq(tc_ranges(&g, AR, &POL, r, 2), 2);
+    cr_assert_eq(r[0].cand, 0);
+    cr_assert_eq(r[1].cand, 1);
+    cr_assert_eq(r[0].lo, 0, "cap reached: lo of range 0 is %#llx", (unsigned long long)r[0].lo);
+    cr_assert_eq(r[0].hi, 8, "cap reached: hi of range 0 is %#llx", (unsigned long long)r[0].hi);
+    cr_assert_eq(r[1].lo, 9, "cap reached: lo of range 1 is %#llx", (unsigned long long)r[1].lo);
+    cr_assert_eq(r[2].cand, (int)0xabababab, "wrote past the cap");
+    tc_grid_free(&g);
+}
+
+/* ---- 7. tc_disputed ------------------------------------------------------ */
+
+static int disputed(const char *win, int *out, int cap)
+{
+    tc_grid_t g;
+    ranges_grid(&g, win);
+    int n = tc_disputed(&g, AR, &POL, out, cap);
+    tc_grid_free(&g);
+    return n;
+}
+
+Test(tune_choose, disputed_lone_win_between_same)
+{
+    int out[8];
+    cr_assert_eq(disputed("AAABAAAA", out, 8), 1);
+    cr_assert_eq(out[0], 3);
+    cr_assert_eq(disputed("CCCCCCAC", out, 8), 1);
+    cr_assert_eq(out[0], 6);
+}
+
+Test(tune_choose, disputed_two_size_run_not)
+{
+    int out[8];
+    cr_assert_eq(disputed("AAABBAAA", out, 8), 0);
+}
+
+Test(tune_choose, disputed_true_crossovers_not)
+{
+    int out[8];
+    cr_assert_eq(disputed("AAABCCCC", out, 8), 0);
+    cr_assert_eq(disputed("ABCABCAB", out, 8), 0);
+}
+
+Test(tune_choose, disputed_ends_not)
+{
+    int out[8];
+    cr_assert_eq(disputed("BAAAAAAA", out, 8), 0);
+    cr_assert_eq(disputed("AAAAAAAB", out, 8), 0);
+    cr_assert_eq(disputed("AAAAAAAA", out, 8), 0);
+    cr_assert_eq(disputed("--------", out, 8), 0);
+}
+
+Test(tune_choose, disputed_neighbours_skip_sizes_without_winner)
+{
+    int out[8];
+    cr_assert_eq(disputed("AA-B--AA", out, 8), 1);
+    cr_assert_eq(out[0], 3);
+    /* B alone at the end once the sizes without a winner are skipped */
+    cr_assert_eq(disputed("AAAAAB--", out, 8), 0);
+}
+
+Test(tune_choose, disputed_several_and_cap)
+{
+    int out[8];
+    /* A B A B A: each of 1, 2, 3 differs from neighbours that agree */
+    cr_assert_eq(disputed("ABABAAAA", out, 8), 3);
+    cr_assert_eq(out[0], 1);
+    cr_assert_eq(out[1], 2);
+    cr_assert_eq(out[2], 3);
+    int small[3] = { -7, -7, -7 };
+    cr_assert_eq(disputed("ABACABAA", small, 2), 2);
+    cr_assert_eq(small[0], 1);
+    cr_assert_eq(small[1], 3);
+    cr_assert_eq(small[2], -7);
+}
+
+Test(tune_choose, disputed_other_collective_ignored)
+{
+    tc_grid_t g;
+    int out[8];
+    ranges_grid(&g, "AAAAAAAA");
+    /* bcast: pipeline wins only at size 3 */
+    for (int s = 0; s < 8; s++) {
+        ok(&g, 3, s, s == 3 ? 9.0 : 0.5);
+        ok(&g, 4, s, s == 3 ? 0.5 : 9.0);
+    }
+    cr_assert_eq(tc_disputed(&g, AR, &POL, out, 8), 0);
+    cr_assert_eq(tc_disputed(&g, BC, &POL, out, 8), 1);
+    cr_assert_eq(out[0], 3);
+    tc_grid_free(&g);
+}
+
+/* ---- 8. tc_range_rule ---------------------------------------------------- */
+
+Test(tune_choose, range_rule_fields)
+{
+    tc_grid_t g;
+    const uint64_t sz[2] = { 2048, 4096 };
+    grid(&g, 2, 2, sz);
+    tc_cand_t *k = cand(&g, 0, BC, "pipeline", 1, "pipeline chunk=1M");
+    k->chunk = 1 << 20;
+    k = cand(&g, 1, AR, "hier", 1, "hier chunk=64K fanout=4 across=rd");
+    k->chunk = 65536;
+    k->fanout = 4;
+    k->across = FR_ACROSS_RD;
+
+    fr_rule_t rule;
+    tc_range_t r = { .cand = 1, .lo = 1025, .hi = 4096, .s_first = 0, .s_last = 1 };
+    memset(&rule, 0x5a, sizeof rule);
+    tc_range_rule(&g, &r, 3, 8, FR_MEM_HOST, &rule);
+    cr_assert_eq(rule.coll, AR);
+    cr_assert_eq(rule.mem, FR_MEM_HOST);
+    cr_assert_eq(rule.nodes.lo, 3);
+    cr_assert_eq(rule.nodes.hi, 3);
+    cr_assert_eq(rule.ppn.lo, 8);
+    cr_assert_eq(rule.ppn.hi, 8);
+    cr_assert_eq(rule.bytes.lo, 1025);
+    cr_assert_eq(rule.bytes.hi, 4096);
+    cr_assert_eq(rule.alg, alg_index(AR, "hier"));
+    cr_assert_eq(rule.chunk, 65536);
+    cr_assert_eq(rule.fanout, 4);
+    cr_assert_eq(rule.across, FR_ACROSS_RD);
+
+    r = (tc_range_t){ .cand = 0, .lo = 0, .hi = FR_INF, .s_first = 0, .s_last = 1 };
+    tc_range_rule(&g, &r, 1, 2, FR_MEM_CUDA, &rule);
+    cr_assert_eq(rule.coll, BC);
+    cr_assert_eq(rule.mem, FR_MEM_CUDA);
+    cr_assert_eq(rule.nodes.lo, 1);
+    cr_assert_eq(rule.nodes.hi, 1);
+    cr_assert_eq(rule.ppn.lo, 2);
+    cr_assert_eq(rule.ppn.hi, 2);
+    cr_assert_eq(rule.bytes.lo, 0);
+    cr_assert_eq(rule.bytes.hi, FR_INF);
+    cr_assert_eq(rule.alg, alg_index(BC, "pipeline"));
+    cr_assert_eq(rule.chunk, 1 << 20);
+    cr_assert_eq(rule.fanout, 0);
+    cr_assert_eq(rule.across, FR_ACROSS_AUTO);
+    tc_grid_free(&g);
+}
+
+/* ---- 9. tc_write_table --------------------------------------------------- */
+
+/* allreduce: recursive_doubling wins 1K, 2K; "ring chunk=64K" wins 4K, 8K.
+ * bcast: "binomial fanout=4" wins 1K..4K; scatter_allgather wins 8K. */
+static void table_grid(tc_grid_t *g)
+{
+    const uint64_t sz[4] = { 1024, 2048, 4096, 8192 };
+    grid(g, 4, 4, sz);
+    cand(g, 0, AR, "recursive_doubling", 1, NULL);
+    cand(g, 1, AR, "ring", 1, "ring chunk=64K")->chunk = 65536;
+    cand(g, 2, BC, "binomial", 1, "binomial fanout=4")->fanout = 4;
+    cand(g, 3, BC, "scatter_allgather", 1, NULL);
+    const double rd[4] = { 1.5, 2.25, 6.0, 12.0 }, ring[4] = { 3.0, 4.0, 5.0, 8.0 };
+    const double bin[4] = { 0.5, 0.75, 1.0, 1.25 }, sa[4] = { 2.0, 2.0, 2.0, 0.9 };
+    for (int s = 0; s < 4; s++) {
+        ok(g, 0, s, rd[s]);
+        ok(g, 1, s, ring[s]);
+        ok(g, 2, s, bin[s]);
+        ok(g, 3, s, sa[s]);
+    }
+}
+
+static fr_table_meta_t table_meta(void)
+{
+    fr_table_meta_t m;
+    memset(&m, 0, sizeof m);
+    m.version = 1;
+    snprintf(m.fingerprint, sizeof m.fingerprint, "x86_64-2s-16c-ib");
+    m.nodes = 2;
+    m.ppn = 4;
+    m.ranks = 8;
+    snprintf(m.mpi, sizeof m.mpi, "Open MPI 4.1.5");
+    snprintf(m.fastreduce, sizeof m.fastreduce, "0.9.0");
+    snprintf(m.date, sizeof m.date, "2024-05-01T12:00:00");
+    snprintf(m.measured, sizeof m.measured, "float32 sum, bcast root 0, host");
+    snprintf(m.command, sizeof m.command, "fastreduce-tune --out t.txt");
+    return m;
+}
+
+static void check_table_rules(const fr_table_t *t)
+{
+    struct { int coll, alg; uint64_t lo, hi, chunk; int fanout; } want[4] = {
+        { AR, alg_index(AR, "recursive_doubling"), 0, 2048, 0, 0 },
+        { AR, alg_index(AR, "ring"), 2049, FR_INF, 65536, 0 },
+        { BC, alg_index(BC, "binomial"), 0, 4096, 0, 4 },
+        { BC, alg_index(BC, "scatter_allgather"), 4097, FR_INF, 0, 0 },
+    };
+    cr_assert_eq(t->n, 4, "read back %d rules", t->n);
+    for (int i = 0; i < 4; i++) {
+        const fr_rule_t *r = &t->rules[i];
+        cr_assert_eq(r->coll, want[i].coll, "rule %d", i);
+        cr_assert_eq(r->mem, FR_MEM_HOST, "rule %d", i);
+        cr_assert_eq(r->nodes.lo, 2, "rule %d", i);
+        cr_assert_eq(r->nodes.hi, 2, "rule %d", i);
+        cr_assert_eq(r->ppn.lo, 4, "rule %d", i);
+        cr_assert_eq(r->ppn.hi, 4, "rule %d", i);
+        cr_assert_eq(r->bytes.lo, want[i].lo, "rule %d", i);
+        cr_assert_eq(r->bytes.hi, want[i].hi, "rule %d", i);
+        cr_assert_eq(r->alg, want[i].alg, "rule %d", i);
+        cr_assert_eq(r->chunk, want[i].chunk, "rule %d", i);
+        cr_assert_eq(r->fanout, want[i].fanout, "rule %d", i);
+        cr_assert_eq(r->across, FR_ACROSS_AUTO, "rule %d", i);
+    }
+}
+
+Test(tune_choose, write_table_memstream_roundtrip)
+{
+    tc_grid_t g;
+    table_grid(&g);
+    fr_table_meta_t meta = table_meta();
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    int n = tc_write_table(f, &meta, &g, &POL, 2, 4, FR_MEM_HOST);
+    fclose(f);
+    cr_assert_eq(n, 4);
+    cr_assert(strncmp(buf, "# fastreduce tuning table v1\n", 29) == 0, "first line: %.40s", buf);
+    cr_assert_not_null(strstr(buf, "# nodes: 2\n"));
+    cr_assert_not_null(strstr(buf, "# command: fastreduce-tune --out t.txt\n"));
+
+    fr_table_t t = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse(&t, buf, "memstream", FR_SRC_FILE, NULL, NULL, &nbad), FR_SUCCESS);
+    cr_assert_eq(nbad, 0);
+    check_table_rules(&t);
+    fr_table_free(&t);
+
+    /* the rule lines, in order, each with a comment of the winner's medians
+     * at the first and last size of its range and the runner-up there:
+     *   rd at 2K: ring 4.00 / 2.25 = +78%; ring at 8K: rd 12 / 8 = +50%;
+     *   binomial at 4K: scatter_allgather 2.0 / 1.0 = +100%;
+     *   scatter_allgather at 8K: binomial 1.25 / 0.90 = +39% */
+    struct { const char *alg, *medians, *next; } want[4] = {
+        { "recursive_doubling", "1K 1.50 us .. 2K 2.25 us", "next ring chunk=64K +78%" },
+        { "ring chunk=64K", "4K 5.00 us .. 8K 8.00 us", "next recursive_doubling +50%" },
+        { "binomial fanout=4", "1K 0.50 us .. 4K 1.00 us", "next scatter_allgather +100%" },
+        { "scatter_allgather", "8K 0.90 us", "next binomial fanout=4 +39%" },
+    };
+    char *copy = strdup(buf), *save = NULL;
+    int nrule = 0;
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        const char *p = l;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '#' || !*p)
+            continue;
+        cr_assert(nrule < 4, "extra rule line '%s'", l);
+        char *hash = strchr(l, '#');
+        cr_assert_not_null(hash, "rule line '%s' without a comment", l);
+        *hash = '\0';
+        const char *comment = hash + 1;
+        cr_assert_not_null(strstr(l, want[nrule].alg), "rule %d '%s' is not %s", nrule, l, want[nrule].alg);
+        cr_assert_not_null(strstr(comment, want[nrule].medians), "comment '%s' lacks '%s'", comment,
+                           want[nrule].medians);
+        cr_assert_not_null(strstr(comment, want[nrule].next), "comment '%s' lacks '%s'", comment,
+                           want[nrule].next);
+        if (nrule == 3)
+            cr_assert_null(strstr(comment, ".."), "single-size comment '%s'", comment);
+        nrule++;
+    }
+    cr_assert_eq(nrule, 4);
+    free(copy);
+    free(buf);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, write_table_file_meta_roundtrip)
+{
+    tc_grid_t g;
+    table_grid(&g);
+    fr_table_meta_t meta = table_meta();
+    char path[] = "/tmp/test_tune_choose_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    cr_assert_not_null(f);
+    int n = tc_write_table(f, &meta, &g, &POL, 2, 4, FR_MEM_HOST);
+    fclose(f);
+    cr_assert_eq(n, 4);
+
+    fr_table_t t = { 0 };
+    fr_table_meta_t back;
+    int nbad = -1;
+    fr_status_t st = fr_table_read_file(&t, &back, path, NULL, NULL, &nbad);
+    unlink(path);
+    cr_assert_eq(st, FR_SUCCESS);
+    cr_assert_eq(nbad, 0);
+    check_table_rules(&t);
+    cr_assert_eq(back.version, 1);
+    cr_assert_str_eq(back.fingerprint, meta.fingerprint);
+    cr_assert_eq(back.nodes, 2);
+    cr_assert_eq(back.ppn, 4);
+    cr_assert_eq(back.ranks, 8);
+    cr_assert_str_eq(back.mpi, meta.mpi);
+    cr_assert_str_eq(back.ucx, "");
+    cr_assert_str_eq(back.nccl, "");
+    cr_assert_str_eq(back.fastreduce, meta.fastreduce);
+    cr_assert_str_eq(back.date, meta.date);
+    cr_assert_str_eq(back.measured, meta.measured);
+    cr_assert_str_eq(back.command, meta.command);
+    fr_table_free(&t);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, write_table_no_winner_only_header)
+{
+    tc_grid_t g;
+    const uint64_t sz[2] = { 64, 128 };
+    grid(&g, 1, 2, sz);
+    cand(&g, 0, AR, "ring", 1, NULL);
+    meas(&g, 0, 0, TC_FAILED, 1.0);
+    meas(&g, 0, 1, TC_SKIPPED, 1.0);
+    fr_table_meta_t meta = table_meta();
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_eq(tc_write_table(f, &meta, &g, &POL, 2, 4, FR_MEM_HOST), 0);
+    fclose(f);
+    fr_table_t t = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse(&t, buf, "memstream", FR_SRC_FILE, NULL, NULL, &nbad), FR_SUCCESS);
+    cr_assert_eq(nbad, 0);
+    cr_assert_eq(t.n, 0);
+    fr_table_free(&t);
+    free(buf);
+    tc_grid_free(&g);
+}
+
+/* ---- 10. tc_write_csv ---------------------------------------------------- */
+
+static const char CSV_HEADER[] =
+    "collective,memory,ranks,nodes,ppn,algorithm,params,bytes,state,median_us,q1_us,q3_us,min_us,max_us,"
+    "reps,iters,busbw_gbs,chosen";
+
+static void set_full(tc_grid_t *g, int c, int s, int state, double med, double q1, double q3, double mn,
+                     double mx, int reps, int iters)
+{
+    tc_meas_t *m = tc_at(g, c, s);
+    m->state = state;
+    m->med = med * US;
+    m->q1 = q1 * US;
+    m->q3 = q3 * US;
+    m->min = mn * US;
+    m->max = mx * US;
+    m->reps = reps;
+    m->iters = iters;
+}
+
+Test(tune_choose, write_csv_rows)
+{
+    tc_grid_t g;
+    const uint64_t sz[2] = { 1024, 4096 };
+    grid(&g, 5, 2, sz);
+    cand(&g, 0, AR, "ring", 1, "ring chunk=64K")->chunk = 65536;
+    cand(&g, 1, AR, "recursive_doubling", 1, NULL);
+    cand(&g, 2, AR, "tree", 1, NULL);
+    cand(&g, 3, BC, "binomial", 1, NULL);
+    cand(&g, 4, BC, "mpi", 1, NULL);
+    set_full(&g, 0, 0, TC_OK, 10, 9, 11, 8, 12, 5, 100);
+    set_full(&g, 0, 1, TC_OK, 20, 19, 21.5, 18, 25, 5, 50);
+    set_full(&g, 1, 0, TC_OK, 5, 4.5, 5.5, 4, 6, 5, 100);
+    set_full(&g, 1, 1, TC_FAILED, 1, 1, 1, 1, 1, 1, 1);
+    set_full(&g, 2, 1, TC_PRUNED, 1, 1, 1, 1, 1, 1, 1);     /* tree: TC_NONE at 1024 */
+    set_full(&g, 3, 0, TC_SKIPPED, 1, 1, 1, 1, 1, 1, 1);
+    set_full(&g, 3, 1, TC_OK, 2, 1.9, 2.1, 1.8, 2.5, 3, 10);
+    set_full(&g, 4, 0, TC_DECLINED, 1, 1, 1, 1, 1, 1, 1);    /* mpi: TC_NONE at 4096 */
+
+    /* busbw allreduce on 4 ranks: bytes/s/1e9 * 6/4
+     *   1024 B in 10 us: 0.1024 * 1.5 = 0.1536; in 5 us: 0.3072; 4096 B in 20 us: 0.3072
+     * bcast: 4096 B in 2 us: 2.048 */
+    const char *want[] = {
+        "allreduce,host,4,2,2,ring,chunk=64K,1024,ok,10.000,9.000,11.000,8.000,12.000,5,100,0.154,0",
+        "allreduce,host,4,2,2,recursive_doubling,,1024,ok,5.000,4.500,5.500,4.000,6.000,5,100,0.307,1",
+        "allreduce,host,4,2,2,ring,chunk=64K,4096,ok,20.000,19.000,21.500,18.000,25.000,5,50,0.307,1",
+        "allreduce,host,4,2,2,recursive_doubling,,4096,failed,,,,,,,,,0",
+        "allreduce,host,4,2,2,tree,,4096,pruned,,,,,,,,,0",
+        "bcast,host,4,2,2,binomial,,1024,skipped,,,,,,,,,0",
+        "bcast,host,4,2,2,binomial,,4096,ok,2.000,1.900,2.100,1.800,2.500,3,10,2.048,1",
+        "bcast,host,4,2,2,mpi,,1024,declined,,,,,,,,,0",
+    };
+    const int nwant = (int)(sizeof want / sizeof want[0]);
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    tc_write_csv(f, &g, &POL, 4, 2, 2, "host");
+    fclose(f);
+
+    int seen[16] = { 0 }, nrows = 0, lineno = 0;
+    char *save = NULL;
+    for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save), lineno++) {
+        if (lineno == 0) {
+            cr_assert_str_eq(l, CSV_HEADER);
+            continue;
+        }
+        nrows++;
+        int commas = 0;
+        for (const char *p = l; *p; p++)
+            commas += *p == ',';
+        cr_assert_eq(commas, 17, "row '%s' has %d fields", l, commas + 1);
+        int found = -1;
+        for (int i = 0; i < nwant; i++)
+            if (strcmp(l, want[i]) == 0)
+                found = i;
+        cr_assert(found >= 0, "unexpected row '%s'", l);
+        cr_assert_eq(seen[found], 0, "row '%s' twice", l);
+        seen[found] = 1;
+    }
+    cr_assert(lineno >= 1, "no header");
+    cr_assert_eq(nrows, nwant, "%d rows, expected %d", nrows, nwant);
+    free(buf);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, write_csv_chosen_follows_tie_rule)
+{
+    /* rd 3% simpler ties with the faster ring: the rd row is the chosen one */
+    tc_grid_t g;
+    const uint64_t sz[1] = { 1024 };
+    grid(&g, 2, 1, sz);
+    cand(&g, 0, AR, "ring", 2, NULL);
+    cand(&g, 1, AR, "recursive_doubling", 1, NULL);
+    set_full(&g, 0, 0, TC_OK, 100, 100, 100, 100, 100, 3, 1);
+    set_full(&g, 1, 0, TC_OK, 102, 102, 102, 102, 102, 3, 1);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    tc_write_csv(f, &g, &POL, 1, 1, 1, "cuda");
+    fclose(f);
+    /* 1 rank: busbw = algbw = 1024 / 100e-6 / 1e9 = 0.01024; / 102e-6: 0.010039 */
+    cr_assert_not_null(strstr(buf, "\nallreduce,cuda,1,1,1,ring,,1024,ok,100.000,100.000,100.000,100.000,"
+                                   "100.000,3,1,0.010,0\n"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "\nallreduce,cuda,1,1,1,recursive_doubling,,1024,ok,102.000,102.000,"
+                                   "102.000,102.000,102.000,3,1,0.010,1\n"), "%s", buf);
+    free(buf);
+    tc_grid_free(&g);
+}
+
+/* ---- 11. tc_busbw, tc_state_name ----------------------------------------- */
+
+Test(tune_choose, busbw)
+{
+    cr_assert_float_eq(tc_busbw(BC, 1000000000ull, 1.0, 8), 1.0, 1e-12);
+    cr_assert_float_eq(tc_busbw(BC, 4096, 2 * US, 4), 2.048, 1e-12);
+    cr_assert_float_eq(tc_busbw(AR, 2000000000ull, 1.0, 1), 2.0, 1e-12);
+    cr_assert_float_eq(tc_busbw(AR, 1000000000ull, 1.0, 2), 1.0, 1e-12);
+    cr_assert_float_eq(tc_busbw(AR, 1000000000ull, 1.0, 8), 1.75, 1e-12);
+    cr_assert_float_eq(tc_busbw(AR, 1000000000ull, 0.5, 4), 3.0, 1e-12);
+    cr_assert_float_eq(tc_busbw(BC, 1000000000ull, 0.5, 1), 2.0, 1e-12);
+}
+
+Test(tune_choose, state_names)
+{
+    cr_assert_str_eq(tc_state_name(TC_NONE), "none");
+    cr_assert_str_eq(tc_state_name(TC_OK), "ok");
+    cr_assert_str_eq(tc_state_name(TC_FAILED), "failed");
+    cr_assert_str_eq(tc_state_name(TC_DECLINED), "declined");
+    cr_assert_str_eq(tc_state_name(TC_PRUNED), "pruned");
+    cr_assert_str_eq(tc_state_name(TC_SKIPPED), "skipped");
+}
