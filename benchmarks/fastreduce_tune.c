@@ -541,6 +541,7 @@ static void sweep(tuner_t *T, const int *sample)
         for (int s = 0; s < g->nsizes; s++) {
             if (!in_pass(T, sample, s, pass)) continue;
             double pr = probe(T);
+            g->probe[s] = pr;
             if (T->rank == 0 && !T->o.quiet) {
                 char sz[32];
                 fmt_size(sz, sizeof sz, g->sizes[s]);
@@ -626,7 +627,7 @@ static void confirm(tuner_t *T)
         for (int coll = 0; coll < FR_COLL_COUNT; coll++)
             for (int i = 0; i < nd[coll]; i++) {
                 int list[MAX_CANDS], n = contenders(T, coll, ds[coll][i], list);
-                probe(T);
+                T->g.probe[ds[coll][i]] = probe(T);
                 measure_size(T, ds[coll][i], list, n, total, 0);
                 total -= n;
             }

@@ -12,8 +12,9 @@ int tc_grid_init(tc_grid_t *g, int ncand, int nsizes)
     if (ncand < 0 || nsizes < 0) return -1;
     g->cand = calloc((size_t)ncand + 1, sizeof *g->cand);
     g->sizes = calloc((size_t)nsizes + 1, sizeof *g->sizes);
+    g->probe = calloc((size_t)nsizes + 1, sizeof *g->probe);
     g->m = calloc((size_t)ncand * (size_t)nsizes + 1, sizeof *g->m);
-    if (!g->cand || !g->sizes || !g->m) {
+    if (!g->cand || !g->sizes || !g->probe || !g->m) {
         tc_grid_free(g);
         return -1;
     }
@@ -26,6 +27,7 @@ void tc_grid_free(tc_grid_t *g)
 {
     free(g->cand);
     free(g->sizes);
+    free(g->probe);
     free(g->m);
     memset(g, 0, sizeof *g);
 }
@@ -248,7 +250,7 @@ void tc_write_csv(FILE *f, const tc_grid_t *g, const tc_policy_t *p, int ranks, 
                   const char *mem)
 {
     fprintf(f, "collective,memory,ranks,nodes,ppn,algorithm,params,bytes,state,median_us,q1_us,q3_us,min_us,"
-               "max_us,reps,iters,busbw_gbs,chosen\n");
+               "max_us,reps,iters,busbw_gbs,chosen,probe_us\n");
     for (int coll = 0; coll < FR_COLL_COUNT; coll++)
         for (int s = 0; s < g->nsizes; s++) {
             int w = tc_winner(g, coll, s, p);
@@ -261,11 +263,13 @@ void tc_write_csv(FILE *f, const tc_grid_t *g, const tc_policy_t *p, int ranks, 
                         fr_algs[k->alg]->name, params ? params + 1 : "", (unsigned long long)g->sizes[s],
                         tc_state_name(m->state));
                 if (m->state == TC_OK)
-                    fprintf(f, "%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.3f,%d\n", m->med * 1e6, m->q1 * 1e6, m->q3 * 1e6,
+                    fprintf(f, "%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.3f,%d,", m->med * 1e6, m->q1 * 1e6, m->q3 * 1e6,
                             m->min * 1e6, m->max * 1e6, m->reps, m->iters,
                             tc_busbw(coll, g->sizes[s], m->med, ranks), c == w);
                 else
-                    fprintf(f, ",,,,,,,,0\n");
+                    fprintf(f, ",,,,,,,,0,");
+                if (g->probe[s] > 0) fprintf(f, "%.3f", g->probe[s] * 1e6);
+                fputc('\n', f);
             }
         }
 }

@@ -43,6 +43,7 @@ typedef struct tc_grid {
     int        ncand, nsizes;
     tc_cand_t *cand;
     uint64_t  *sizes;    /* bytes, ascending */
+    double    *probe;    /* [s]: the steadiness probe (seconds) just before size s was measured, 0 if none */
     tc_meas_t *m;        /* [c * nsizes + s] */
 } tc_grid_t;
 

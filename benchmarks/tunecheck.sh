@@ -18,11 +18,11 @@ mkdir -p "$out"
 top=$(cd "$(dirname "$0")/.." && pwd)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 t=$out/np$np.tune
-export FASTREDUCE_TUNE_FILE=$t
-launch=(mpirun --oversubscribe --bind-to none -x FASTREDUCE_TUNE_FILE -n "$np")
+launch=(mpirun --oversubscribe --bind-to none -n "$np")
 mpirun --version 2>/dev/null | grep -q "Open MPI" || launch=(mpiexec -n "$np")
-# (the tuner forces every table itself; FASTREDUCE_TUNE_FILE matters to the comparison only)
-"${launch[@]}" "$build/benchmarks/fastreduce-tune" --budget "$budget" --max "$max" -q -o "$t" | tail -n 5
+"${launch[@]}" "$build/benchmarks/fastreduce-tune" --budget "$budget" --max "$max" -q -o "$t" | grep -v '^\[' | tail -n 5
+export FASTREDUCE_TUNE_FILE=$t
+[ "${launch[0]}" = mpirun ] && launch=(mpirun --oversubscribe --bind-to none -x FASTREDUCE_TUNE_FILE -n "$np")
 "${launch[@]}" "$build/benchmarks/fr_osu_allreduce" -m 4:"$max" \
     --compare table,shm,recursive_doubling,ring,rabenseifner,tree,mpi >"$out/compare-allreduce.txt"
 "${launch[@]}" "$build/benchmarks/fr_osu_bcast" -m 4:"$max" \

@@ -26,7 +26,7 @@ for mpi in openmpi mpich; do
     # Sum the checks each suite counted: Criterion's synthesis and our plain lines.
     while read -r p f; do passed=$((passed + p)); failed=$((failed + f)); done < <(
         cat "$top/build-$mpi"/tests/unit/*.log 2>/dev/null | sed -n 's/.*Tested: *[0-9]* *| *Passing: *\([0-9]*\) *| *Failing: *\([0-9]*\) *| *Crashing: *\([0-9]*\).*/\1 \2 \3/p' | awk '{print $1, $2+$3}'
-        for l in mpi/run_mpi.sh.log topologies/golden.sh.log; do
+        for l in mpi/run_mpi.sh.log topologies/golden.sh.log plot/test_plot.sh.log; do
             grep -E '^[0-9]+ passed, [0-9]+ failed' "$top/build-$mpi/tests/$l" 2>/dev/null | tail -n 1 | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p'
         done
         sed -n 's/^install_check: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$top/build-$mpi/install_check.out")

@@ -229,7 +229,7 @@ ok=0
     [ "$rules" -ge 2 ] && ok=1
 pass_fail $ok "fastreduce-tune np=2 --budget 12 --max 4K: exit $rc in ${dt} s, header and $rules rules in $tdir/t.tune"
 rows=$(grep -cE '^(allreduce|bcast),host,2,1,2,[a-z_]+,[^,]*,[0-9]+,ok,[0-9.]+,' "$tdir/t.csv" 2>/dev/null)
-chosen=$(grep -cE ',1$' "$tdir/t.csv" 2>/dev/null)
+chosen=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "chosen") k = i; next } k && $k == 1' "$tdir/t.csv" 2>/dev/null | wc -l)
 points=$(awk -F, 'NR > 1 && $9 == "ok" { k[$1 "," $8] = 1 } END { print length(k) }' "$tdir/t.csv" 2>/dev/null)
 # 4..4K: 20 sizes (4 6 8 12 ... 3K 4K) per collective, each size with exactly one chosen row
 ok=0; [ "$rows" -gt 40 ] && [ "$points" = 40 ] && [ "$chosen" = 40 ] && ok=1

@@ -1021,7 +1021,7 @@ Test(tune_choose, write_table_no_winner_only_header)
 
 static const char CSV_HEADER[] =
     "collective,memory,ranks,nodes,ppn,algorithm,params,bytes,state,median_us,q1_us,q3_us,min_us,max_us,"
-    "reps,iters,busbw_gbs,chosen";
+    "reps,iters,busbw_gbs,chosen,probe_us";
 
 static void set_full(tc_grid_t *g, int c, int s, int state, double med, double q1, double q3, double mn,
                      double mx, int reps, int iters)
@@ -1055,19 +1055,20 @@ Test(tune_choose, write_csv_rows)
     set_full(&g, 3, 0, TC_SKIPPED, 1, 1, 1, 1, 1, 1, 1);
     set_full(&g, 3, 1, TC_OK, 2, 1.9, 2.1, 1.8, 2.5, 3, 10);
     set_full(&g, 4, 0, TC_DECLINED, 1, 1, 1, 1, 1, 1, 1);    /* mpi: TC_NONE at 4096 */
+    g.probe[1] = 0.5e-6;   /* the probe before 4096 was measured; none before 1024 */
 
     /* busbw allreduce on 4 ranks: bytes/s/1e9 * 6/4
      *   1024 B in 10 us: 0.1024 * 1.5 = 0.1536; in 5 us: 0.3072; 4096 B in 20 us: 0.3072
      * bcast: 4096 B in 2 us: 2.048 */
     const char *want[] = {
-        "allreduce,host,4,2,2,ring,chunk=64K,1024,ok,10.000,9.000,11.000,8.000,12.000,5,100,0.154,0",
-        "allreduce,host,4,2,2,recursive_doubling,,1024,ok,5.000,4.500,5.500,4.000,6.000,5,100,0.307,1",
-        "allreduce,host,4,2,2,ring,chunk=64K,4096,ok,20.000,19.000,21.500,18.000,25.000,5,50,0.307,1",
-        "allreduce,host,4,2,2,recursive_doubling,,4096,failed,,,,,,,,,0",
-        "allreduce,host,4,2,2,tree,,4096,pruned,,,,,,,,,0",
-        "bcast,host,4,2,2,binomial,,1024,skipped,,,,,,,,,0",
-        "bcast,host,4,2,2,binomial,,4096,ok,2.000,1.900,2.100,1.800,2.500,3,10,2.048,1",
-        "bcast,host,4,2,2,mpi,,1024,declined,,,,,,,,,0",
+        "allreduce,host,4,2,2,ring,chunk=64K,1024,ok,10.000,9.000,11.000,8.000,12.000,5,100,0.154,0,",
+        "allreduce,host,4,2,2,recursive_doubling,,1024,ok,5.000,4.500,5.500,4.000,6.000,5,100,0.307,1,",
+        "allreduce,host,4,2,2,ring,chunk=64K,4096,ok,20.000,19.000,21.500,18.000,25.000,5,50,0.307,1,0.500",
+        "allreduce,host,4,2,2,recursive_doubling,,4096,failed,,,,,,,,,0,0.500",
+        "allreduce,host,4,2,2,tree,,4096,pruned,,,,,,,,,0,0.500",
+        "bcast,host,4,2,2,binomial,,1024,skipped,,,,,,,,,0,",
+        "bcast,host,4,2,2,binomial,,4096,ok,2.000,1.900,2.100,1.800,2.500,3,10,2.048,1,0.500",
+        "bcast,host,4,2,2,mpi,,1024,declined,,,,,,,,,0,",
     };
     const int nwant = (int)(sizeof want / sizeof want[0]);
 
@@ -1088,7 +1089,7 @@ Test(tune_choose, write_csv_rows)
         int commas = 0;
         for (const char *p = l; *p; p++)
             commas += *p == ',';
-        cr_assert_eq(commas, 17, "row '%s' has %d fields", l, commas + 1);
+        cr_assert_eq(commas, 18, "row '%s' has %d fields", l, commas + 1);
         int found = -1;
         for (int i = 0; i < nwant; i++)
             if (strcmp(l, want[i]) == 0)
@@ -1120,9 +1121,9 @@ Test(tune_choose, write_csv_chosen_follows_tie_rule)
     fclose(f);
     /* 1 rank: busbw = algbw = 1024 / 100e-6 / 1e9 = 0.01024; / 102e-6: 0.010039 */
     cr_assert_not_null(strstr(buf, "\nallreduce,cuda,1,1,1,ring,,1024,ok,100.000,100.000,100.000,100.000,"
-                                   "100.000,3,1,0.010,0\n"), "%s", buf);
+                                   "100.000,3,1,0.010,0,\n"), "%s", buf);
     cr_assert_not_null(strstr(buf, "\nallreduce,cuda,1,1,1,recursive_doubling,,1024,ok,102.000,102.000,"
-                                   "102.000,102.000,102.000,3,1,0.010,1\n"), "%s", buf);
+                                   "102.000,102.000,102.000,3,1,0.010,1,\n"), "%s", buf);
     free(buf);
     tc_grid_free(&g);
 }
