@@ -501,8 +501,8 @@ static void steadiness(const tuner_t *T, FILE *f, const char *prefix)
     double r = T->probe_min > 0 ? T->probe_max / T->probe_min : 1;
     fprintf(f, "%ssteadiness: an 8-byte MPI_Allreduce took %.2f to %.2f us over the run (x%.2f)%s\n", prefix,
             T->probe_min * 1e6, T->probe_max * 1e6, r,
-            r > 1.3 ? "; the machine's speed changed while it was measured, so sizes measured at different "
-                      "times saw different machines: check the table with --check when it is quiet" : "");
+            r > 1.3 ? "; the machine did not keep one speed during the run, so figures measured at different "
+                      "times are not comparable: check the table with --check" : "");
 }
 
 /* How far candidate c was from the best at the nearest size below s where it
