@@ -562,21 +562,22 @@ static void sweep(tuner_t *T, const int *sample)
                     double tk = key[j]; key[j] = key[j - 1]; key[j - 1] = tk;
                     int tl = list[j]; list[j] = list[j - 1]; list[j - 1] = tl;
                 }
-            /* rank 0's estimate of the points left (this pass's, and half of every candidate in
-             * pass 1) and of the least time those after this size will take */
+            /* rank 0's estimate of the points left (the rest of this pass, and in the first
+             * pass half of every candidate at every size of the second, which lie below as
+             * well as above this one) and of the least time those after this one will take */
             double left = 0, reserve = 0;
             if (T->rank == 0)
-                for (int s2 = s; s2 < g->nsizes; s2++)
+                for (int s2 = 0; s2 < g->nsizes; s2++)
                     for (int c2 = 0; c2 < g->ncand; c2++) {
                         if (tc_at(g, c2, s2)->state == TC_DECLINED || same_as_default(&g->cand[c2], g->sizes[s2]) ||
-                            (s2 > s && tc_at(g, c2, s2)->state != TC_NONE))
+                            (s2 != s && tc_at(g, c2, s2)->state != TC_NONE))
                             continue;
                         double w = 0;
                         if (s2 == s) w = tc_at(g, c2, s2)->state == TC_NONE;
-                        else if (in_pass(T, sample, s2, pass)) w = pass == 0 || tc_keep(g, c2, s2, &T->pol);
+                        else if (in_pass(T, sample, s2, pass)) w = s2 > s && (pass == 0 || tc_keep(g, c2, s2, &T->pol));
                         else if (pass == 0 && !sample) w = 0.5;
                         left += w;
-                        if (s2 > s) reserve += w * min_cost(T, c2, s2);
+                        if (s2 != s) reserve += w * min_cost(T, c2, s2);
                     }
             if (n) measure_size(T, s, list, n, left, reserve);
             if (T->rank == 0 && T->o.quiet) {
