@@ -277,18 +277,31 @@ static size_t wrong(const tuner_t *T, int coll, size_t count)
 
 static double now(void) { return MPI_Wtime(); }
 
+/* @p n calls of candidate @p k's collective on @p count elements, after a
+ * barrier when @p barrier: the slowest rank's time for all of them, or < 0
+ * when a call failed on some rank. */
+static double timed_calls(tuner_t *T, const tc_cand_t *k, size_t count, long n, int barrier)
+{
+    int err = 0, anyerr = 0;
+    double t, tmax;
+    if (barrier) MPI_Barrier(MPI_COMM_WORLD);
+    t = now();
+    for (long i = 0; i < n; i++) err |= one_call(T, k->coll, count) != FR_SUCCESS;
+    t = now() - t;
+    MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&err, &anyerr, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return anyerr ? -1 : tmax;
+}
+
 /* The first call is checked on every rank, then calls warm up while
  * finding how many fill a repetition of about @p rep_s seconds (agreed:
- * from the slowest rank's time). Returns TC_OK with *iters set,
- * TC_DECLINED or TC_FAILED (with why). */
+ * from the slowest rank's time). Returns TC_OK with *iters set, or
+ * TC_FAILED (with why). The candidate serves the call: usable() said so. */
 static int prepare(tuner_t *T, int c, int s, double rep_s, long *iters, char *why, size_t wlen)
 {
     const tc_cand_t *k = &T->g.cand[c];
-    uint64_t bytes = T->g.sizes[s];
-    size_t count = bytes / sizeof(float);
-    fr_call_t call = call_of(k->coll, bytes);
+    size_t count = T->g.sizes[s] / sizeof(float);
     force(T, k);
-    if (fr_algs[k->alg]->check(&call, T->comm) != FR_SUCCESS) return TC_DECLINED;
     fill(T, k->coll, count);
     fr_status_t st = one_call(T, k->coll, count);
     long mine[2] = { st != FR_SUCCESS ? 1 : 0, st == FR_SUCCESS ? (long)wrong(T, k->coll, count) : 0 }, all[2];
@@ -301,14 +314,8 @@ static int prepare(tuner_t *T, int c, int s, double rep_s, long *iters, char *wh
     long n = 1;
     double per = 0;
     for (;;) {
-        int err = 0, anyerr = 0;
-        double t = now();
-        for (long i = 0; i < n; i++) err |= one_call(T, k->coll, count) != FR_SUCCESS;
-        t = now() - t;
-        double tmax;
-        MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        MPI_Allreduce(&err, &anyerr, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (anyerr) { snprintf(why, wlen, "a call failed: %s", fr_last_error()); return TC_FAILED; }
+        double tmax = timed_calls(T, k, count, n, 0);
+        if (tmax < 0) { snprintf(why, wlen, "a call failed: %s", fr_last_error()); return TC_FAILED; }
         per = tmax / (double)n;
         if (tmax >= rep_s * 0.2 || n >= MAX_ITERS / 4) break;
         long next = per > 0 ? (long)(rep_s * 0.25 / per) + 1 : n * 8;
@@ -324,17 +331,9 @@ static int prepare(tuner_t *T, int c, int s, double rep_s, long *iters, char *wh
 static double repetition(tuner_t *T, int c, int s, long iters)
 {
     const tc_cand_t *k = &T->g.cand[c];
-    size_t count = T->g.sizes[s] / sizeof(float);
-    int err = 0, anyerr = 0;
-    double t, tmax;
     force(T, k);
-    MPI_Barrier(MPI_COMM_WORLD);
-    t = now();
-    for (long i = 0; i < iters; i++) err |= one_call(T, k->coll, count) != FR_SUCCESS;
-    t = (now() - t) / (double)iters;
-    MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(&err, &anyerr, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return anyerr ? -1 : tmax;
+    double t = timed_calls(T, k, T->g.sizes[s] / sizeof(float), iters, 1);
+    return t < 0 ? t : t / (double)iters;
 }
 
 /* The time one point at size s will take at least: a check call, a warm-up
@@ -360,13 +359,6 @@ static double min_cost(const tuner_t *T, int c, int s)
         t = x / x2 <= 16 ? y2 * x / x2 : y2;
     }
     return (2.0 + T->o.reps) * t;
-}
-
-static void fmt_size(char *b, size_t n, uint64_t v)
-{
-    if (v >= (1u << 20) && v % (1u << 20) == 0) snprintf(b, n, "%lluM", (unsigned long long)(v >> 20));
-    else if (v >= 1024 && v % 1024 == 0) snprintf(b, n, "%lluK", (unsigned long long)(v >> 10));
-    else snprintf(b, n, "%llu", (unsigned long long)v);
 }
 
 /* Measure candidates list[0..n) at size s side by side: each is checked and
@@ -425,7 +417,7 @@ static void measure_size(tuner_t *T, int s, const int *list, int n, double left_
             }
         }
     char sz[32];
-    fmt_size(sz, sizeof sz, T->g.sizes[s]);
+    tc_fmt_bytes(sz, sizeof sz, T->g.sizes[s]);
     for (int i = 0; i < n; i++) {
         int c = list[i];
         tc_meas_t *m = tc_at(&T->g, c, s);
@@ -513,11 +505,7 @@ static double rank_below(const tuner_t *T, int c, int s)
     for (int i = s - 1; i >= 0; i--) {
         const tc_meas_t *m = tc_at(g, c, i);
         if (m->state != TC_OK) continue;
-        double best = 0;
-        for (int k = 0; k < g->ncand; k++)
-            if (g->cand[k].coll == g->cand[c].coll && tc_at(g, k, i)->state == TC_OK &&
-                (best == 0 || tc_at(g, k, i)->med < best))
-                best = tc_at(g, k, i)->med;
+        double best = tc_at(g, tc_fastest(g, g->cand[c].coll, i, -1), i)->med;   /* c itself is one */
         return best > 0 ? m->med / best : 1.5;
     }
     return 1.5;
@@ -544,7 +532,7 @@ static void sweep(tuner_t *T, const int *sample)
             g->probe[s] = pr;
             if (T->rank == 0 && !T->o.quiet) {
                 char sz[32];
-                fmt_size(sz, sizeof sz, g->sizes[s]);
+                tc_fmt_bytes(sz, sizeof sz, g->sizes[s]);
                 printf("[%6.1fs, %5.0fs left] pass %d, %s: steadiness probe %.2f us\n", now() - T->t0,
                        T->deadline - now(), pass + 1, sz, pr * 1e6);
             }
@@ -582,7 +570,7 @@ static void sweep(tuner_t *T, const int *sample)
             if (n) measure_size(T, s, list, n, left, reserve);
             if (T->rank == 0 && T->o.quiet) {
                 char sz[32];
-                fmt_size(sz, sizeof sz, g->sizes[s]);
+                tc_fmt_bytes(sz, sizeof sz, g->sizes[s]);
                 printf("[%6.1fs, %5.0fs left] pass %d: %s done (steadiness probe %.2f us)\n", now() - T->t0,
                        T->deadline - now(), pass + 1, sz, pr * 1e6);
                 fflush(stdout);
@@ -595,11 +583,9 @@ static void sweep(tuner_t *T, const int *sample)
 static int contenders(const tuner_t *T, int coll, int s, int *list)
 {
     const tc_grid_t *g = &T->g;
-    double best = 0;
-    int n = 0;
-    for (int c = 0; c < g->ncand; c++)
-        if (g->cand[c].coll == coll && tc_at(g, c, s)->state == TC_OK && (best == 0 || tc_at(g, c, s)->med < best))
-            best = tc_at(g, c, s)->med;
+    int f = tc_fastest(g, coll, s, -1), n = 0;
+    if (f < 0) return 0;
+    double best = tc_at(g, f, s)->med;
     for (int c = 0; c < g->ncand; c++)
         if (g->cand[c].coll == coll && tc_at(g, c, s)->state == TC_OK && tc_at(g, c, s)->med <= 1.25 * best)
             list[n++] = c;
@@ -796,7 +782,7 @@ static int check_table(tuner_t *T)
                 if (!sample[s] || c < 0) continue;
                 const tc_meas_t *mc = tc_at(g, c, s);
                 char sz[32], where[128];
-                fmt_size(sz, sizeof sz, g->sizes[s]);
+                tc_fmt_bytes(sz, sizeof sz, g->sizes[s]);
                 if (rule[coll][s] >= 0)
                     snprintf(where, sizeof where, "%s:%d", tab.rules[rule[coll][s]].src == FR_SRC_FILE ? T->o.check :
                              "default", tab.rules[rule[coll][s]].line);
@@ -804,11 +790,7 @@ static int check_table(tuner_t *T)
                     snprintf(where, sizeof where, "no rule (the MPI library's own)");
                 if (rule[coll][s] != last_rule) reported = 0;
                 last_rule = rule[coll][s];
-                int best = -1;
-                for (int k = 0; k < g->ncand; k++)
-                    if (g->cand[k].coll == coll && tc_at(g, k, s)->state == TC_OK &&
-                        (best < 0 || tc_at(g, k, s)->med < tc_at(g, best, s)->med))
-                        best = k;
+                int best = tc_fastest(g, coll, s, -1);
                 if (mc->state == TC_FAILED) {
                     printf("STALE %-9s %6s: the table's %s (%s) fails its check\n", fr_coll_name(coll), sz,
                            g->cand[c].label, where);

@@ -63,14 +63,20 @@ double tc_noise(const tc_meas_t *best, const tc_meas_t *other, const tc_policy_t
     return n < cap ? n : cap;
 }
 
-int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p)
+int tc_fastest(const tc_grid_t *g, int coll, int s, int except)
 {
     int best = -1;
     for (int c = 0; c < g->ncand; c++) {
         const tc_meas_t *m = tc_at(g, c, s);
-        if (g->cand[c].coll != coll || m->state != TC_OK) continue;
+        if (c == except || g->cand[c].coll != coll || m->state != TC_OK) continue;
         if (best < 0 || m->med < tc_at(g, best, s)->med) best = c;
     }
+    return best;
+}
+
+int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p)
+{
+    int best = tc_fastest(g, coll, s, -1);
     if (best < 0) return -1;
     const tc_meas_t *b = tc_at(g, best, s);
     int win = best;
@@ -89,12 +95,8 @@ int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p)
 /* Best median among the TC_OK candidates of @p coll at size s, or 0. */
 static double best_med(const tc_grid_t *g, int coll, int s)
 {
-    double b = 0;
-    for (int c = 0; c < g->ncand; c++) {
-        const tc_meas_t *m = tc_at(g, c, s);
-        if (g->cand[c].coll == coll && m->state == TC_OK && (b == 0 || m->med < b)) b = m->med;
-    }
-    return b;
+    int b = tc_fastest(g, coll, s, -1);
+    return b < 0 ? 0 : tc_at(g, b, s)->med;
 }
 
 int tc_keep(const tc_grid_t *g, int c, int s, const tc_policy_t *p)
@@ -177,24 +179,12 @@ void tc_range_rule(const tc_grid_t *g, const tc_range_t *r, uint64_t nodes, uint
     out->src = FR_SRC_FILE;
 }
 
-static const char *fmt_bytes(char *buf, size_t len, uint64_t b)
+const char *tc_fmt_bytes(char *buf, size_t len, uint64_t b)
 {
     if (b >= 1024 * 1024 && b % (1024 * 1024) == 0) snprintf(buf, len, "%lluM", (unsigned long long)(b >> 20));
     else if (b >= 1024 && b % 1024 == 0) snprintf(buf, len, "%lluK", (unsigned long long)(b >> 10));
     else snprintf(buf, len, "%llu", (unsigned long long)b);
     return buf;
-}
-
-/* The fastest correct candidate of the winner's collective at s other than @p win, or -1. */
-static int runner_up(const tc_grid_t *g, int win, int s)
-{
-    int r = -1;
-    for (int c = 0; c < g->ncand; c++) {
-        const tc_meas_t *m = tc_at(g, c, s);
-        if (c == win || g->cand[c].coll != g->cand[win].coll || m->state != TC_OK) continue;
-        if (r < 0 || m->med < tc_at(g, r, s)->med) r = c;
-    }
-    return r;
 }
 
 int tc_write_table(FILE *f, const fr_table_meta_t *meta, const tc_grid_t *g, const tc_policy_t *p,
@@ -215,17 +205,17 @@ int tc_write_table(FILE *f, const fr_table_meta_t *meta, const tc_grid_t *g, con
             char line[512], b1[32], b2[32], note[256] = "";
             tc_range_rule(g, &r[i], nodes, ppn, mem, &rule);
             const tc_meas_t *a = tc_at(g, r[i].cand, r[i].s_first), *z = tc_at(g, r[i].cand, r[i].s_last);
-            int ru = runner_up(g, r[i].cand, r[i].s_last);
+            int ru = tc_fastest(g, coll, r[i].s_last, r[i].cand);   /* the runner-up */
             if (ru >= 0)
                 snprintf(note, sizeof note, "; next %s %+.0f%%", g->cand[ru].label,
                          (tc_at(g, ru, r[i].s_last)->med / z->med - 1) * 100);
             if (r[i].s_first == r[i].s_last)
                 fprintf(f, "%s  # %s %.2f us%s\n", fr_rule_format(&rule, line, sizeof line),
-                        fmt_bytes(b1, sizeof b1, g->sizes[r[i].s_first]), a->med * 1e6, note);
+                        tc_fmt_bytes(b1, sizeof b1, g->sizes[r[i].s_first]), a->med * 1e6, note);
             else
                 fprintf(f, "%s  # %s %.2f us .. %s %.2f us%s\n", fr_rule_format(&rule, line, sizeof line),
-                        fmt_bytes(b1, sizeof b1, g->sizes[r[i].s_first]), a->med * 1e6,
-                        fmt_bytes(b2, sizeof b2, g->sizes[r[i].s_last]), z->med * 1e6, note);
+                        tc_fmt_bytes(b1, sizeof b1, g->sizes[r[i].s_first]), a->med * 1e6,
+                        tc_fmt_bytes(b2, sizeof b2, g->sizes[r[i].s_last]), z->med * 1e6, note);
             nrules++;
         }
     }

@@ -72,6 +72,10 @@ int tc_sizes(uint64_t min, uint64_t max, uint64_t unit, uint64_t *out, int cap);
  * tie_max x best. */
 double tc_noise(const tc_meas_t *best, const tc_meas_t *other, const tc_policy_t *p);
 
+/* The fastest TC_OK candidate of collective @p coll at size @p s other
+ * than @p except (-1: none excepted), or -1. */
+int tc_fastest(const tc_grid_t *g, int coll, int s, int except);
+
 /* The winner at size @p s among the candidates of collective @p coll: the
  * fastest TC_OK one, or among those within tc_noise() of it the simplest
  * (then the fastest). -1 when none was measured correct. */
@@ -118,6 +122,8 @@ int tc_write_table(FILE *f, const fr_table_meta_t *meta, const tc_grid_t *g, con
 void tc_write_csv(FILE *f, const tc_grid_t *g, const tc_policy_t *p, int ranks, int nodes, int ppn,
                   const char *mem);
 
+/* @p b bytes as "4", "1536", "64K", "3M" (M or K when exact); returns buf. */
+const char *tc_fmt_bytes(char *buf, size_t len, uint64_t b);
 /* "ok", "failed", ... */
 const char *tc_state_name(int state);
 /* busbw of @p bytes in @p sec seconds on @p ranks ranks, GB/s. */

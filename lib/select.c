@@ -11,10 +11,6 @@
 #include "log.h"
 #include "reduce.h"
 
-#ifndef FR_TUNE_DIR
-#define FR_TUNE_DIR ""
-#endif
-
 /* Diagnostics of a table that is only being looked at are not reported. */
 static void quiet_diag(void *arg, const char *source, int line, const char *msg)
 {
@@ -38,8 +34,7 @@ static fr_status_t load_file(fr_table_t *t, const char *file, const char *how, c
     int apply = 0, unknown = 0;
     for (int i = n0; i < t->n; i++) {
         const fr_rule_t *r = &t->rules[i];
-        apply += r->nodes.lo <= (uint64_t)c->nnodes && (uint64_t)c->nnodes <= r->nodes.hi &&
-                 r->ppn.lo <= (uint64_t)c->ppn && (uint64_t)c->ppn <= r->ppn.hi;
+        apply += fr_range_has(&r->nodes, (uint64_t)c->nnodes) && fr_range_has(&r->ppn, (uint64_t)c->ppn);
     }
     char why[512];
     if (fr_table_meta_compare(&m, c->fingerprint, c->nnodes, c->ppn, why, sizeof why, &unknown))

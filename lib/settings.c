@@ -6,10 +6,6 @@
 #include "log.h"
 #include "tune.h"
 
-#ifndef FR_TUNE_DIR
-#define FR_TUNE_DIR ""
-#endif
-
 const fr_setting_t fr_settings[] = {
     {"FASTREDUCE_ALGO", "", FR_SET_STRING,
      "force an algorithm: NAME, or allreduce=NAME,bcast=NAME (strongest override)"},

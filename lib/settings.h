@@ -5,6 +5,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* FASTREDUCE_TUNE_PATH's default, the installed share/fastreduce
+ * (lib/Makefile.am defines it). */
+#ifndef FR_TUNE_DIR
+#define FR_TUNE_DIR ""
+#endif
+
 typedef enum { FR_SET_STRING, FR_SET_SIZE, FR_SET_INT, FR_SET_LEVEL } fr_setting_type_t;
 
 typedef struct fr_setting {

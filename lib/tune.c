@@ -271,7 +271,6 @@ void fr_table_free(fr_table_t *t)
     t->n = t->cap = 0;
 }
 
-static int in_range(const fr_range_t *r, uint64_t v) { return v >= r->lo && v <= r->hi; }
 
 int fr_table_match(const fr_table_t *t, int start, int coll, unsigned mem,
                    uint64_t nodes, uint64_t ppn, uint64_t bytes)
@@ -280,8 +279,8 @@ int fr_table_match(const fr_table_t *t, int start, int coll, unsigned mem,
         return -1;
     for (int i = start < 0 ? 0 : start; i < t->n; i++) {
         const fr_rule_t *r = &t->rules[i];
-        if (r->coll == coll && (r->mem & mem) && in_range(&r->nodes, nodes) &&
-            in_range(&r->ppn, ppn) && in_range(&r->bytes, bytes))
+        if (r->coll == coll && (r->mem & mem) && fr_range_has(&r->nodes, nodes) &&
+            fr_range_has(&r->ppn, ppn) && fr_range_has(&r->bytes, bytes))
             return i;
     }
     return -1;
@@ -601,6 +600,7 @@ static const struct meta_key {
     int         kind;
     size_t      off, size;   /* text: where in fr_table_meta_t; count: off only */
 } meta_keys[] = {
+    /* fingerprint, nodes, ppn, ranks first, in the order of enum meta_index */
     { "fingerprint", META_WORD, offsetof(fr_table_meta_t, fingerprint), sizeof ((fr_table_meta_t *)0)->fingerprint },
     { "nodes", META_COUNT, offsetof(fr_table_meta_t, nodes), 0 },
     { "ppn", META_COUNT, offsetof(fr_table_meta_t, ppn), 0 },
@@ -614,6 +614,7 @@ static const struct meta_key {
     { "command", META_TEXT, offsetof(fr_table_meta_t, command), sizeof ((fr_table_meta_t *)0)->command },
 };
 #define N_META_KEYS (sizeof meta_keys / sizeof meta_keys[0])
+enum meta_index { MK_FINGERPRINT, MK_NODES, MK_PPN, MK_RANKS };
 
 /* If [s, e) is "# key: value" with a key of meta_keys, store the value in
  * @p m (or report why it is malformed) and return 1; else 0. seen[k] holds
@@ -801,7 +802,7 @@ fr_status_t fr_table_read_file(fr_table_t *t, fr_table_meta_t *meta, const char 
         report(&c, 1, "missing header '# fastreduce tuning table v1'; reading the rules as v1");
     m->version = have_header;
     if (m->nodes && m->ppn && m->ranks && (m->ranks < m->nodes || m->ranks > m->nodes * m->ppn)) {
-        report(&c, seen[3] /* ranks */, "header field 'ranks': %ld ranks cannot make %ld node(s) of at most %ld",
+        report(&c, seen[MK_RANKS], "header field 'ranks': %ld ranks cannot make %ld node(s) of at most %ld",
                m->ranks, m->nodes, m->ppn);
         m->ranks = 0;
     }

@@ -10,6 +10,7 @@
 #define FR_INF UINT64_MAX
 
 typedef struct fr_range { uint64_t lo, hi; } fr_range_t;  /* inclusive */
+static inline int fr_range_has(const fr_range_t *r, uint64_t v) { return v >= r->lo && v <= r->hi; }
 
 /* Where a rule came from, strongest first. */
 typedef enum { FR_SRC_ALGO = 0, FR_SRC_TUNE, FR_SRC_FILE, FR_SRC_DEFAULT, FR_SRC_COUNT } fr_rule_src_t;
