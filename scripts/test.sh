@@ -37,6 +37,8 @@ if [ "${FR_SKIP_DISTCHECK:-0}" != 1 ]; then
         echo "distcheck: passed"; passed=$((passed + 1))
     else
         echo "distcheck: FAILED"; tail -30 "$top/build-openmpi/distcheck.out"; failed=$((failed + 1)); status=1
+        # what failed inside the distcheck tree (it is kept when distcheck fails)
+        find "$top/build-openmpi" -path '*/_build/*' -name '*.log' -path '*tests*' -exec grep -HE '^(FAIL|TIMEOUT)' {} + 2>/dev/null | head -40
     fi
 fi
 [ $status -ne 0 ] && [ $failed -eq 0 ] && failed=1
