@@ -6,7 +6,9 @@ extern const fr_alg_t fr_alg_allreduce_ring, fr_alg_allreduce_recursive_doubling
     fr_alg_allreduce_rabenseifner, fr_alg_allreduce_tree, fr_alg_allreduce_shm, fr_alg_allreduce_hier,
     fr_alg_allreduce_mpi,
     fr_alg_bcast_binomial, fr_alg_bcast_scatter_allgather, fr_alg_bcast_pipeline, fr_alg_bcast_shm,
-    fr_alg_bcast_hier, fr_alg_bcast_mpi;
+    fr_alg_bcast_hier, fr_alg_bcast_mpi,
+    fr_alg_allreduce_nccl, fr_alg_allreduce_nccl_ring, fr_alg_allreduce_nccl_tree, fr_alg_allreduce_staged,
+    fr_alg_bcast_nccl, fr_alg_bcast_nccl_ring, fr_alg_bcast_staged;
 
 const fr_alg_t *const fr_algs[] = {
     &fr_alg_allreduce_ring,
@@ -22,6 +24,13 @@ const fr_alg_t *const fr_algs[] = {
     &fr_alg_bcast_shm,
     &fr_alg_bcast_hier,
     &fr_alg_bcast_mpi,
+    &fr_alg_allreduce_nccl,
+    &fr_alg_allreduce_nccl_ring,
+    &fr_alg_allreduce_nccl_tree,
+    &fr_alg_allreduce_staged,
+    &fr_alg_bcast_nccl,
+    &fr_alg_bcast_nccl_ring,
+    &fr_alg_bcast_staged,
 };
 const int fr_nalgs = sizeof fr_algs / sizeof fr_algs[0];
 

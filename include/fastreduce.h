@@ -53,6 +53,7 @@ typedef enum fr_status {
     FR_ERR_MISMATCH,          /**< ranks disagree on the arguments of a collective */
     FR_ERR_TIMED_OUT,         /**< a wait exceeded its bound */
     FR_ERR_INTERNAL,          /**< a bug in libfastreduce: please report it */
+    FR_ERR_CUDA,              /**< a CUDA or NCCL call failed */
     FR_STATUS_COUNT
 } fr_status_t;
 
@@ -95,9 +96,11 @@ typedef struct fr_config {
     const char *tune;       /**< like FASTREDUCE_TUNE */
     const char *tune_file;  /**< like FASTREDUCE_TUNE_FILE */
     int         node_size;  /**< like FASTREDUCE_NODE_SIZE: fake nodes of this many consecutive ranks */
+    int         nccl_eager; /**< 1: make the NCCL communicator in fr_comm_create, on the rank's GPU from
+                                 the topology (else at the first device-buffer call, on that buffer's GPU) */
 } fr_config_t;
 
-#define FR_CONFIG_INIT { FR_VERSION, NULL, NULL, NULL, 0 }
+#define FR_CONFIG_INIT { FR_VERSION, NULL, NULL, NULL, 0, 0 }
 
 /**
  * Create a communicator over the ranks of @p mpi_comm. Collective: every
@@ -147,6 +150,30 @@ fr_status_t fr_allreduce(const void *sendbuf, void *recvbuf, size_t count,
 fr_status_t fr_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm);
 
 /**
+ * fr_allreduce() and fr_bcast() on a CUDA stream (@p stream is a
+ * cudaStream_t; NULL is the legacy default stream).
+ *
+ * Buffers are told apart with cudaPointerGetAttributes: device memory goes
+ * to NCCL (the table's nccl, nccl_ring or nccl_tree), or to the host-staged
+ * path where NCCL cannot serve it; host, pinned and managed memory take the
+ * host algorithms. The plain calls use the legacy default stream and return
+ * when the result is in the buffers. These return as soon as NCCL has
+ * enqueued the work on @p stream (synchronise the stream before reading the
+ * result); the host-staged path waits for @p stream's earlier work and
+ * returns when done, and host buffers never touch the stream.
+ *
+ * Every rank must pass the same kind of memory. Without CUDA built in, a
+ * device buffer gives FR_ERR_NOT_SUPPORTED.
+ *
+ * @return as fr_allreduce() / fr_bcast(), and FR_ERR_CUDA when a CUDA or
+ *         NCCL call fails.
+ */
+fr_status_t fr_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count, fr_dtype_t dtype, fr_op_t op,
+                                fr_comm_t comm, void *stream);
+/** See fr_allreduce_stream(). */
+fr_status_t fr_bcast_stream(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm, void *stream);
+
+/**
  * MPI_Allreduce's signature, served by libfastreduce where it can:
  * predefined integer and floating types with MPI_SUM, MPI_PROD, MPI_MIN or
  * MPI_MAX on an intra-communicator. Anything else goes to PMPI_Allreduce().
@@ -170,6 +197,14 @@ int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm 
 const char *fr_allreduce_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op);
 /** The same for fr_bcast(). */
 const char *fr_bcast_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root);
+/**
+ * The same for device buffers (fr_allreduce() on CUDA memory): nccl,
+ * nccl_ring, nccl_tree or staged. Before the communicator's first device
+ * call, which sets NCCL up, it answers as if NCCL comes up.
+ */
+const char *fr_allreduce_algorithm_device(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op);
+/** The same for fr_bcast(). */
+const char *fr_bcast_algorithm_device(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root);
 
 /** A static string naming @p status ("FR_ERR_ROOT: root out of range"). */
 const char *fr_strerror(fr_status_t status);

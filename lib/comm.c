@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "comm.h"
+#include "device.h"
 #include "settings.h"
 #include "log.h"
 #include "mpi_api.h"
@@ -115,6 +116,7 @@ static int node_cores(MPI_Comm node_comm)
 
 static void free_comm(struct fr_comm *c)
 {
+    fr_device_destroy(c);
     fr_shm_destroy(c);
     fr_ucx_destroy(c);
     fr_table_free(&c->table);
@@ -178,6 +180,8 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     FR_CHECK_GOTO(fr_ucx_create(c), st, fail);
     FR_CHECK_GOTO(fr_shm_create(c), st, fail);
     FR_CHECK_GOTO(fr_mpi_ops_get(), st, fail);
+    fr_device_probe();
+    if (config && config->nccl_eager) FR_CHECK_GOTO(fr_device_setup(c, -1), st, fail);
     c->magic = FR_COMM_MAGIC;
     st = fr_agree(c->mpi, live_add(c) ? FR_SUCCESS : FR_ERROR(FR_ERR_NO_MEMORY, "more than %d live communicators",
                                                               FR_MAX_COMMS), "communicator registration");

@@ -26,6 +26,9 @@ typedef struct fr_call {
     uint64_t    chunk;     /* the rule's chunk= parameter, 0 for the algorithm's default */
     int         fanout;    /* the rule's fanout= parameter, 0 for the default */
     int         across;    /* the rule's across= parameter (FR_ACROSS_*), 0 for the default */
+    int         proto;     /* the rule's proto= parameter (FR_PROTO_*), 0 for NCCL's choice */
+    void       *stream;    /* device buffers: the cudaStream_t (NULL: the legacy default stream) */
+    int         async;     /* the *_stream call: return once enqueued where the algorithm can */
 } fr_call_t;
 
 struct fr_ucx;
@@ -55,6 +58,12 @@ struct fr_comm {
     size_t       scratch_size;
     uint64_t     spin;         /* polls before a waiting rank starts to yield */
     unsigned     warned;       /* bit per collective: the forced-fallback warning was given */
+    /* device buffers (lib/device.c) */
+    void        *nccl;         /* ncclComm_t, NULL until made */
+    int          nccl_state;   /* 0 not tried yet, 1 ready, -1 not available (same on every rank) */
+    int          nccl_tuned;   /* 1: fastreduce's tuner plugin steers it on every rank */
+    void        *stage;        /* pinned host buffer of the staged path */
+    size_t       stage_size;
 };
 
 /* The algorithm interface: one file in algorithms/ defines one of these. */
@@ -72,7 +81,7 @@ typedef struct fr_alg {
 } fr_alg_t;
 
 /* Rule parameters an algorithm uses (the autotuner sweeps these). */
-enum { FR_PARAM_CHUNK = 1u, FR_PARAM_FANOUT = 2u, FR_PARAM_ACROSS = 4u };
+enum { FR_PARAM_CHUNK = 1u, FR_PARAM_FANOUT = 2u, FR_PARAM_ACROSS = 4u, FR_PARAM_PROTO = 8u };
 
 /* algorithms/registry.c */
 extern const fr_alg_t *const fr_algs[];
@@ -98,6 +107,11 @@ fr_status_t fr_select_load(struct fr_comm *comm, const fr_config_t *config);
  * accepts it, else the MPI library's own. Sets the rule's parameters on
  * the call; *rule is the rule index or -1. */
 const fr_alg_t *fr_select_choose(struct fr_comm *comm, fr_call_t *call, int *rule);
+
+/* lib/select.c: choose @p call's algorithm and run it (the per-call log
+ * line, the communicator's sequence number, avg's division of host
+ * buffers; the NCCL set-up at the first device call). */
+fr_status_t fr_dispatch(struct fr_comm *comm, fr_call_t *call);
 
 /* Validate a handle: FR_SUCCESS or FR_ERR_BAD_COMM with a message. */
 fr_status_t fr_comm_check(const struct fr_comm *comm);

@@ -17,9 +17,15 @@ const char fr_default_table[] =
     "allreduce     host    2-inf  *      0-64K      recursive_doubling\n"
     "allreduce     host    2-inf  *      64K-8M     ring\n"
     "allreduce     host    2-inf  *      8M-inf     rabenseifner\n"
+    /* device buffers: NCCL with its own choice until a site's table says
+     * ring or tree; what NCCL cannot serve goes through host memory */
+    "allreduce     cuda    *      *      *          nccl\n"
+    "allreduce     cuda    *      *      *          staged\n"
     "allreduce     *       *      *      *          mpi\n"
     "bcast         host    1      *      *          shm\n"
     "bcast         host    2-inf  2-inf  8K-inf     hier\n"
     "bcast         host    2-inf  *      0-512K     binomial\n"
     "bcast         host    2-inf  *      512K-inf   pipeline\n"
+    "bcast         cuda    *      *      *          nccl\n"
+    "bcast         cuda    *      *      *          staged\n"
     "bcast         *       *      *      *          mpi\n";

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "comm.h"
+#include "device.h"
 #include "settings.h"
 #include "log.h"
 #include "reduce.h"
@@ -158,7 +159,12 @@ fr_status_t fr_select_load(struct fr_comm *c, const fr_config_t *cfg)
     return FR_SUCCESS;
 }
 
-static int fallback_alg(fr_coll_t coll) { return fr_alg_lookup(coll, "mpi"); }
+/* The last resort: the MPI library's own for host buffers, the staged path
+ * (host copies and the MPI library's own underneath at worst) for device ones. */
+static int fallback_alg(fr_coll_t coll, fr_mem_t mem)
+{
+    return fr_alg_lookup(coll, mem == FR_MEM_CUDA ? "staged" : "mpi");
+}
 
 /* See comm.h. */
 const fr_alg_t *fr_select_choose(struct fr_comm *c, fr_call_t *call, int *rule)
@@ -171,6 +177,7 @@ const fr_alg_t *fr_select_choose(struct fr_comm *c, fr_call_t *call, int *rule)
         call->chunk = r->chunk;
         call->fanout = r->fanout;
         call->across = r->across;
+        call->proto = r->proto;
         if (a->check(call, c) == FR_SUCCESS) { *rule = i; return a; }
         if (r->src == FR_SRC_ALGO && c->rank == 0 && !(c->warned & (1u << call->coll))) {
             c->warned |= 1u << call->coll;
@@ -183,7 +190,8 @@ const fr_alg_t *fr_select_choose(struct fr_comm *c, fr_call_t *call, int *rule)
     call->chunk = 0;
     call->fanout = 0;
     call->across = 0;
-    return fr_algs[fallback_alg(call->coll)];
+    call->proto = 0;
+    return fr_algs[fallback_alg(call->coll, call->mem)];
 }
 
 static fr_status_t check_common(fr_comm_t comm, size_t count, fr_dtype_t dtype, size_t *bytes)
@@ -216,8 +224,18 @@ static fr_status_t prepare_allreduce(const void *sendbuf, void *recvbuf, size_t 
                                 "use FR_IN_PLACE");
         }
     }
+    fr_mem_t mem = FR_MEM_HOST, smem = FR_MEM_HOST;
+    if (count > 0) {
+        FR_CHECK(fr_mem_of(recvbuf, &mem));
+        if (!inplace) FR_CHECK(fr_mem_of(sendbuf, &smem));
+        else smem = mem;
+        if (smem != mem)
+            return FR_ERROR(FR_ERR_INVALID_ARG, "fr_allreduce: sendbuf is %s memory and recvbuf %s memory; both "
+                            "must be host or both device", smem == FR_MEM_CUDA ? "device" : "host",
+                            mem == FR_MEM_CUDA ? "device" : "host");
+    }
     *call = (fr_call_t){.coll = FR_COLL_ALLREDUCE, .sendbuf = inplace ? recvbuf : sendbuf, .recvbuf = recvbuf,
-                        .count = count, .bytes = bytes, .dtype = dtype, .op = op, .mem = FR_MEM_HOST};
+                        .count = count, .bytes = bytes, .dtype = dtype, .op = op, .mem = mem};
     return FR_SUCCESS;
 }
 
@@ -229,14 +247,19 @@ static fr_status_t prepare_bcast(void *buf, size_t count, fr_dtype_t dtype, int 
     if (root < 0 || root >= comm->size)
         return FR_ERROR(FR_ERR_ROOT, "fr_bcast: root %d is not a rank of this %d-rank communicator", root, comm->size);
     if (count > 0 && !buf) return FR_ERROR(FR_ERR_NULL_POINTER, "fr_bcast: buf is NULL with count %zu", count);
+    fr_mem_t mem = FR_MEM_HOST;
+    if (count > 0) FR_CHECK(fr_mem_of(buf, &mem));
     *call = (fr_call_t){.coll = FR_COLL_BCAST, .sendbuf = buf, .recvbuf = buf, .count = count, .bytes = bytes,
-                        .dtype = dtype, .op = FR_SUM, .root = root, .mem = FR_MEM_HOST};
+                        .dtype = dtype, .op = FR_SUM, .root = root, .mem = mem};
     return FR_SUCCESS;
 }
 
-static fr_status_t dispatch(fr_comm_t comm, fr_call_t *call)
+/* See comm.h. */
+fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
 {
     int rule;
+    if (call->mem == FR_MEM_CUDA && !comm->nccl_state)
+        FR_CHECK(fr_device_setup(comm, fr_device_of(call->recvbuf)));
     const fr_alg_t *a = fr_select_choose(comm, call, &rule);
     comm->seq++;
     if (comm->rank == 0 && FR_LOG_ON(FR_LOG_INFO, FR_SUB_COLL)) {
@@ -254,7 +277,8 @@ static fr_status_t dispatch(fr_comm_t comm, fr_call_t *call)
                 call->coll == FR_COLL_BCAST ? " from root" : "", a->name, why);
     }
     fr_status_t st = a->run(call, comm);
-    if (st == FR_SUCCESS && call->coll == FR_COLL_ALLREDUCE)
+    /* (device algorithms average themselves: NCCL's avg, or the staged path's host call) */
+    if (st == FR_SUCCESS && call->coll == FR_COLL_ALLREDUCE && call->mem == FR_MEM_HOST)
         fr_avg_finish(call->recvbuf, call->count, call->dtype, call->op, comm->size);
     return st;
 }
@@ -264,35 +288,76 @@ fr_status_t fr_allreduce(const void *sendbuf, void *recvbuf, size_t count, fr_dt
 {
     fr_call_t call;
     FR_CHECK(prepare_allreduce(sendbuf, recvbuf, count, dtype, op, comm, &call));
-    return dispatch(comm, &call);
+    return fr_dispatch(comm, &call);
+}
+
+fr_status_t fr_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count, fr_dtype_t dtype, fr_op_t op,
+                                fr_comm_t comm, void *stream)
+{
+    fr_call_t call;
+    FR_CHECK(prepare_allreduce(sendbuf, recvbuf, count, dtype, op, comm, &call));
+    call.stream = stream;
+    call.async = 1;
+    return fr_dispatch(comm, &call);
 }
 
 fr_status_t fr_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm)
 {
     fr_call_t call;
     FR_CHECK(prepare_bcast(buf, count, dtype, root, comm, &call));
-    return dispatch(comm, &call);
+    return fr_dispatch(comm, &call);
+}
+
+fr_status_t fr_bcast_stream(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm, void *stream)
+{
+    fr_call_t call;
+    FR_CHECK(prepare_bcast(buf, count, dtype, root, comm, &call));
+    call.stream = stream;
+    call.async = 1;
+    return fr_dispatch(comm, &call);
+}
+
+/* The algorithm the table gives a call of these arguments in @p mem. */
+static const char *query(fr_status_t prep, fr_comm_t comm, fr_call_t *call, size_t count, fr_mem_t mem)
+{
+    int rule;
+    if (prep != FR_SUCCESS) return NULL;
+    if (count > (size_t)PTRDIFF_MAX / fr_dtype_size(call->dtype)) return NULL;
+    call->count = count;
+    call->bytes = count * fr_dtype_size(call->dtype);
+    call->mem = mem;
+    return fr_select_choose(comm, call, &rule)->name;
+}
+
+static const char *ar_query(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op, fr_mem_t mem)
+{
+    static char dummy;
+    fr_call_t call;
+    return query(prepare_allreduce(&dummy, &dummy + 1, 0, dtype, op, comm, &call), comm, &call, count, mem);
+}
+
+static const char *bc_query(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root, fr_mem_t mem)
+{
+    fr_call_t call;
+    return query(prepare_bcast(NULL, 0, dtype, root, comm, &call), comm, &call, count, mem);
 }
 
 const char *fr_allreduce_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op)
 {
-    static char dummy;
-    fr_call_t call;
-    int rule;
-    if (prepare_allreduce(&dummy, &dummy + 1, 0, dtype, op, comm, &call) != FR_SUCCESS) return NULL;
-    if (count > (size_t)PTRDIFF_MAX / fr_dtype_size(dtype)) return NULL;
-    call.count = count;
-    call.bytes = count * fr_dtype_size(dtype);
-    return fr_select_choose(comm, &call, &rule)->name;
+    return ar_query(comm, count, dtype, op, FR_MEM_HOST);
 }
 
 const char *fr_bcast_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root)
 {
-    fr_call_t call;
-    int rule;
-    if (prepare_bcast(NULL, 0, dtype, root, comm, &call) != FR_SUCCESS) return NULL;
-    if (count > (size_t)PTRDIFF_MAX / fr_dtype_size(dtype)) return NULL;
-    call.count = count;
-    call.bytes = count * fr_dtype_size(dtype);
-    return fr_select_choose(comm, &call, &rule)->name;
+    return bc_query(comm, count, dtype, root, FR_MEM_HOST);
+}
+
+const char *fr_allreduce_algorithm_device(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op)
+{
+    return ar_query(comm, count, dtype, op, FR_MEM_CUDA);
+}
+
+const char *fr_bcast_algorithm_device(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root)
+{
+    return bc_query(comm, count, dtype, root, FR_MEM_CUDA);
 }

@@ -22,6 +22,7 @@ static const char *const status_text[FR_STATUS_COUNT] = {
     [FR_ERR_MISMATCH]        = "FR_ERR_MISMATCH: ranks disagree on the call's arguments",
     [FR_ERR_TIMED_OUT]       = "FR_ERR_TIMED_OUT: wait timed out",
     [FR_ERR_INTERNAL]        = "FR_ERR_INTERNAL: internal error (please report)",
+    [FR_ERR_CUDA]            = "FR_ERR_CUDA: CUDA or NCCL call failed",
 };
 
 const char *fr_strerror(fr_status_t st)

@@ -319,6 +319,30 @@ static int parse_alg_name(int coll, const char *name, char *msg, size_t size)
     return -1;
 }
 
+const char *const fr_across_words[] = { "ring", "rd", NULL };
+const char *const fr_proto_words[] = { "ll", "ll128", "simple", NULL };
+
+/* A parameter whose value is one of @p words: *slot = its index + 1. */
+static int word_param(int *slot, const char *const *words, const char *key, const char *val, char *msg,
+                      size_t size)
+{
+    if (*slot) {
+        snprintf(msg, size, "bad parameter: %s given twice", key);
+        return -1;
+    }
+    for (int i = 0; words[i]; i++)
+        if (strcasecmp(val, words[i]) == 0) {
+            *slot = i + 1;
+            return 0;
+        }
+    char list[64] = "";
+    for (int i = 0; words[i]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? (words[i + 1] ? ", " : " or ") : "",
+                 words[i]);
+    snprintf(msg, size, "bad parameter %s='%s': must be %s", key, Q(val), list);
+    return -1;
+}
+
 /* key=value parameters after the six fields. */
 static int parse_param(fr_rule_t *r, char *field, char *msg, size_t size)
 {
@@ -360,17 +384,11 @@ static int parse_param(fr_rule_t *r, char *field, char *msg, size_t size)
         }
         r->fanout = (int)v;
     } else if (strcmp(key, "across") == 0) {
-        if (r->across) {
-            snprintf(msg, size, "bad parameter: across given twice");
-            return -1;
-        }
-        if (strcmp(val, "ring") && strcmp(val, "rd")) {
-            snprintf(msg, size, "bad parameter across='%s': must be ring or rd", Q(val));
-            return -1;
-        }
-        r->across = strcmp(val, "ring") == 0 ? FR_ACROSS_RING : FR_ACROSS_RD;
+        return word_param(&r->across, fr_across_words, key, val, msg, size);
+    } else if (strcmp(key, "proto") == 0) {
+        return word_param(&r->proto, fr_proto_words, key, val, msg, size);
     } else {
-        snprintf(msg, size, "bad parameter: unknown key '%s' in '%s=%s' (expected chunk, fanout or across)",
+        snprintf(msg, size, "bad parameter: unknown key '%s' in '%s=%s' (expected chunk, fanout, across or proto)",
                  Q(key), Q(key), Q(val));
         return -1;
     }

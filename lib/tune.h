@@ -16,6 +16,10 @@ static inline int fr_range_has(const fr_range_t *r, uint64_t v) { return v >= r-
 typedef enum { FR_SRC_ALGO = 0, FR_SRC_TUNE, FR_SRC_FILE, FR_SRC_DEFAULT, FR_SRC_COUNT } fr_rule_src_t;
 
 enum { FR_ACROSS_AUTO = 0, FR_ACROSS_RING, FR_ACROSS_RD };
+/* proto= of the NCCL algorithms: NCCL's protocol to force, or NCCL's pick */
+enum { FR_PROTO_AUTO = 0, FR_PROTO_LL, FR_PROTO_LL128, FR_PROTO_SIMPLE };
+/* The words of across= and proto=, [value - 1] (for the parser and printer). */
+extern const char *const fr_across_words[], *const fr_proto_words[];
 
 typedef struct fr_rule {
     int        coll;      /* fr_coll_t */
@@ -25,6 +29,7 @@ typedef struct fr_rule {
     uint64_t   chunk;     /* chunk=SIZE parameter, 0 if absent */
     int        fanout;    /* fanout=N parameter, 0 if absent */
     int        across;    /* across=ring|rd (hier's stage between nodes), FR_ACROSS_AUTO if absent */
+    int        proto;     /* proto=ll|ll128|simple (the NCCL algorithms), FR_PROTO_AUTO if absent */
     int        src;       /* fr_rule_src_t */
     int        line;      /* line (or rule number) in its source */
 } fr_rule_t;

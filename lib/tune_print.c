@@ -60,9 +60,10 @@ char *fr_rule_format(const fr_rule_t *r, char *buf, size_t len)
         snprintf(chunk, sizeof chunk, " chunk=%s", fmt_value(v, sizeof v, r->chunk, 1));
     if (r->fanout)
         snprintf(fanout, sizeof fanout, " fanout=%d", r->fanout);
-    if (r->across)
-        snprintf(fanout + strlen(fanout), sizeof fanout - strlen(fanout), " across=%s",
-                 r->across == FR_ACROSS_RING ? "ring" : "rd");
+    if (r->across >= 1 && r->across <= 2)
+        snprintf(fanout + strlen(fanout), sizeof fanout - strlen(fanout), " across=%s", fr_across_words[r->across - 1]);
+    if (r->proto >= 1 && r->proto <= 3)
+        snprintf(fanout + strlen(fanout), sizeof fanout - strlen(fanout), " proto=%s", fr_proto_words[r->proto - 1]);
     snprintf(buf, len, "%-12s %-6s %-6s %-6s %-12s %s%s%s", coll, mem,
              fmt_range(nodes, sizeof nodes, &r->nodes, 0), fmt_range(ppn, sizeof ppn, &r->ppn, 0),
              fmt_range(bytes, sizeof bytes, &r->bytes, 1), alg, chunk, fanout);

@@ -9,6 +9,7 @@
  */
 #include "testutil.h"
 #include <dirent.h>
+#include "config.h" /* FR_HAVE_NCCL */
 #include "comm.h"   /* the node's fingerprint, which tuning tables record */
 
 static int np, me;
@@ -521,6 +522,54 @@ static void test_tune_path(void)
     }
 }
 
+/* Device buffers on a machine without a GPU: the table's cuda rules are
+ * what the queries name before NCCL is set up (as if it comes up), integer
+ * avg always goes to the staged path, and a communicator asked to set NCCL
+ * up at once (nccl_eager) is still created, names the staged path for
+ * every device call (NCCL could not come up) and serves host buffers. */
+static void test_device_choice(void)
+{
+    env_clear();
+    setenv("FASTREDUCE_TUNE", "allreduce cuda * * 0-1K nccl_tree; allreduce cuda * * 1K-inf nccl_ring proto=ll128", 1);
+    fr_comm_t c = make_comm("device queries", NULL, NULL, NULL);
+    if (!c) return;
+#ifdef FR_HAVE_NCCL
+    const char *small = "nccl_tree", *large = "nccl_ring", *bc = "nccl";
+#else
+    const char *small = "staged", *large = "staged", *bc = "staged";
+#endif
+    struct { size_t count; fr_dtype_t dt; fr_op_t op; const char *want; } q[] = {
+        { 16, FR_FLOAT32, FR_SUM, small }, { 256, FR_FLOAT32, FR_SUM, small }, { 257, FR_FLOAT32, FR_AVG, large },
+        { 1u << 20, FR_BFLOAT16, FR_MAX, large }, { 16, FR_INT32, FR_AVG, "staged" }, { 1u << 20, FR_UINT8, FR_AVG, "staged" },
+    };
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+        tu_begin("device query: allreduce %zu x %s %s", q[i].count, tu_dtype_names[q[i].dt], tu_op_names[q[i].op]);
+        const char *got = fr_allreduce_algorithm_device(c, q[i].count, q[i].dt, q[i].op);
+        TU_CHECK(got && !strcmp(got, q[i].want), "got %s, want %s", got ? got : "NULL", q[i].want);
+        /* the host query on the same communicator is unchanged by the cuda rules */
+        got = fr_allreduce_algorithm(c, q[i].count, q[i].dt, q[i].op);
+        TU_CHECK(got && strncmp(got, "nccl", 4) && strcmp(got, "staged"), "host query gave %s", got ? got : "NULL");
+    }
+    tu_begin("device query: bcast");
+    const char *got = fr_bcast_algorithm_device(c, 4096, FR_UINT8, np - 1);
+    TU_CHECK(got && !strcmp(got, bc), "got %s, want %s", got ? got : "NULL", bc);
+    TU_CHECK(!fr_bcast_algorithm_device(c, 4096, FR_UINT8, np), "a root out of range gave a name");
+    free_comm("device queries", c);
+
+    fr_config_t cfg = FR_CONFIG_INIT;
+    cfg.nccl_eager = 1;
+    c = make_comm("nccl_eager without a GPU", &cfg, NULL, NULL);
+    if (!c) return;
+    tu_begin("nccl_eager without a GPU: device calls take the staged path");
+    got = fr_allreduce_algorithm_device(c, 16, FR_FLOAT32, FR_SUM);
+    TU_CHECK(got && !strcmp(got, "staged"), "got %s", got ? got : "NULL");
+    got = fr_bcast_algorithm_device(c, 16, FR_FLOAT32, 0);
+    TU_CHECK(got && !strcmp(got, "staged"), "got %s", got ? got : "NULL");
+    expect_ar(c, "nccl_eager without a GPU: host buffer", 1000, FR_INT32, "shm");
+    free_comm("nccl_eager without a GPU", c);
+    env_clear();
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -532,6 +581,7 @@ int main(int argc, char **argv)
     test_tune_file();
     test_decline();
     test_tune_path();
+    test_device_choice();
     int rc = tu_finish();
     MPI_Finalize();
     return rc;

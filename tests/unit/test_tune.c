@@ -221,6 +221,41 @@ Test(parse, across_parameter)
     fr_table_free(&t);
 }
 
+/* proto= (the NCCL protocol to force) parses in any case, prints and round-trips. */
+Test(parse, proto_parameter)
+{
+    fr_table_t t = {0};
+    diags_t d = {0};
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse(&t, "allreduce cuda * * 0-64K nccl_tree proto=LL\n"
+                                    "allreduce cuda * * 64K-4M nccl_ring proto=ll128\n"
+                                    "bcast cuda * * * nccl_ring proto=Simple\n"
+                                    "allreduce cuda * * * nccl", "a", FR_SRC_TUNE, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(nbad, 0);
+    cr_assert_eq(t.n, 4);
+    cr_assert_eq(t.rules[0].proto, FR_PROTO_LL);
+    cr_assert_eq(t.rules[1].proto, FR_PROTO_LL128);
+    cr_assert_eq(t.rules[2].proto, FR_PROTO_SIMPLE);
+    cr_assert_eq(t.rules[3].proto, FR_PROTO_AUTO);
+    cr_assert_eq(t.rules[0].alg, fr_alg_lookup(FR_COLL_ALLREDUCE, "nccl_tree"));
+    cr_assert_eq(t.rules[2].alg, fr_alg_lookup(FR_COLL_BCAST, "nccl_ring"));
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    fr_table_print(&t, f);
+    fclose(f);
+    cr_assert(strstr(buf, "nccl_tree proto=ll\n") || strstr(buf, "nccl_tree proto=ll "), "printed table:\n%s", buf);
+    cr_assert(strstr(buf, "proto=ll128") && strstr(buf, "proto=simple"), "printed table:\n%s", buf);
+    fr_table_t back = {0};
+    cr_assert_eq(fr_table_parse(&back, buf, "printed", FR_SRC_FILE, rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(nbad, 0);
+    cr_assert_eq(back.n, 4);
+    for (int i = 0; i < 4; i++) cr_assert_eq(back.rules[i].proto, t.rules[i].proto, "rule %d", i);
+    free(buf);
+    fr_table_free(&back);
+    fr_table_free(&t);
+}
+
 Test(parse, appends_and_empty_inputs)
 {
     fr_table_t t = { 0 };
@@ -292,6 +327,9 @@ Test(parse, malformed_lines)
         { "allreduce host * * * ring fanout=2 fanout=2", "bad parameter", "twice" },
         { "allreduce host * * * hier across=tree", "bad parameter", "ring or rd" },
         { "allreduce host * * * hier across=rd across=rd", "bad parameter", "twice" },
+        { "allreduce cuda * * * nccl_ring proto=ll256", "bad parameter", "ll, ll128 or simple" },
+        { "allreduce cuda * * * nccl_ring proto=", "bad parameter", "proto=''" },
+        { "allreduce cuda * * * nccl_tree proto=ll proto=ll", "bad parameter", "proto given twice" },
         { "allreduce host * * 8Kx ring", "trailing garbage", "8Kx" },
         { "allreduce host * * 0-8.5K ring", "trailing garbage", ".5K" },
         { "allreduce host 2K * * ring", "trailing garbage", "nodes" },
@@ -738,14 +776,20 @@ Test(default_table, parses_cleanly_and_covers_every_call)
     EXPECT(A, H, 64, 8, FR_INF, "hier");
     EXPECT(A, H, 2, 2, 8 * M, "hier");
     EXPECT(A, H, 2, 2, 8 * M - 1, "ring");
-    EXPECT(A, C, 4, 8, 1 * M, "mpi");
+    EXPECT(A, C, 4, 8, 1 * M, "nccl");
     EXPECT(B, H, 1, 2, 4, "shm");
     EXPECT(B, H, 2, 1, 512 * K, "binomial");
     EXPECT(B, H, 2, 1, 512 * K + 1, "pipeline");
     EXPECT(B, H, 2, 2, 8 * K, "hier");
     EXPECT(B, H, 2, 2, 8 * K - 1, "binomial");
     EXPECT(B, H, 2, 1, 8 * K, "binomial");
-    EXPECT(B, C, 2, 1, 8, "mpi");
+    EXPECT(B, C, 2, 1, 8, "nccl");
+    /* after NCCL, device buffers fall to the staged path */
+    for (int coll = 0; coll < FR_COLL_COUNT; coll++) {
+        int i = fr_table_match(&t, 0, coll, C, 3, 8, 1000);
+        int j = fr_table_match(&t, i + 1, coll, C, 3, 8, 1000);
+        cr_assert(j >= 0 && !strcmp(NAME(j), "staged"), "coll %d: after %s comes %s", coll, NAME(i), NAME(j));
+    }
     EXPECT(B, H, 1, 1, 8, "shm");
     /* Every (collective, memory) has a rule for every shape. */
     for (int coll = 0; coll < FR_COLL_COUNT; coll++)

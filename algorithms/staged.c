@@ -1,0 +1,42 @@
+/* "staged" (allreduce and bcast of device buffers): copy to pinned host
+ * memory, run the host algorithm the table picks there, copy back. What
+ * serves a device buffer when NCCL cannot: a build without NCCL, an op
+ * NCCL rounds otherwise (integer avg), a communicator whose NCCL set-up
+ * failed. It waits for the stream's earlier work and returns when done,
+ * also from the *_stream calls. */
+#include <string.h>
+#include "comm.h"
+#include "device.h"
+#include "log.h"
+
+static fr_status_t check(const fr_call_t *call, const struct fr_comm *comm)
+{
+    (void)comm;
+    return call->mem == FR_MEM_CUDA ? FR_SUCCESS : FR_ERR_NOT_SUPPORTED;
+}
+
+static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
+{
+    char *h = fr_device_stage(comm, call->bytes);
+    if (!h) return FR_ERR_NO_MEMORY;
+    fr_call_t host = *call;
+    host.mem = FR_MEM_HOST;
+    host.sendbuf = host.recvbuf = h;
+    host.stream = NULL;
+    host.async = 0;
+    int in = call->coll == FR_COLL_ALLREDUCE || comm->rank == call->root;
+    if (in) FR_CHECK(fr_device_copy(h, call->sendbuf, call->bytes, call->stream));
+    else FR_CHECK(fr_device_sync(call->stream));
+    FR_CHECK(fr_dispatch(comm, &host));
+    if (call->coll == FR_COLL_BCAST && comm->rank == call->root) return FR_SUCCESS;
+    return fr_device_copy(call->recvbuf, h, call->bytes, call->stream);
+}
+
+const fr_alg_t fr_alg_allreduce_staged = {
+    .name = "staged", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_CUDA, .check = check, .run = run,
+    .desc = "device buffers through pinned host memory and the host algorithm the table picks",
+};
+const fr_alg_t fr_alg_bcast_staged = {
+    .name = "staged", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_CUDA, .check = check, .run = run,
+    .desc = "device buffers through pinned host memory and the host algorithm the table picks",
+};

@@ -1,0 +1,42 @@
+/* Device (CUDA) buffers: telling them apart, the NCCL communicator of an
+ * fr_comm_t, the host copies of the staged path. lib/device.c; every
+ * function exists in every build and says "not built in" where it must. */
+#ifndef FR_DEVICE_H
+#define FR_DEVICE_H
+
+#include <stddef.h>
+#include "comm.h"
+
+/* The memory type of @p p (NULL is host). Device memory is FR_MEM_CUDA;
+ * host, pinned, managed and unknown pointers are FR_MEM_HOST. In a build
+ * without CUDA a device pointer (found through the CUDA driver when the
+ * process has loaded it) is refused with FR_ERR_NOT_SUPPORTED. */
+fr_status_t fr_mem_of(const void *p, fr_mem_t *mem);
+
+/* Built without CUDA: look again for a CUDA driver the process may have
+ * loaded since (fr_comm_create calls it); a no-op otherwise. */
+void fr_device_probe(void);
+
+/* Collective (every rank at the same call): the NCCL communicator of
+ * @p comm, made once (the first device call, or fr_comm_create with
+ * nccl_eager). On any rank's failure every rank records that NCCL is not
+ * there (comm->nccl_state < 0, the reason logged once) and device buffers
+ * take the host-staged path; FR_SUCCESS unless MPI itself fails.
+ * @p dev is the GPU to use (-1: the rank's GPU from the topology, else the
+ * current device). */
+fr_status_t fr_device_setup(struct fr_comm *comm, int dev);
+/* Free what fr_device_setup and the staged path made (comm destroy). */
+void fr_device_destroy(struct fr_comm *comm);
+
+/* The GPU holding @p p, or -1. */
+int fr_device_of(const void *p);
+
+/* Copies between device and host memory on @p stream (a cudaStream_t, NULL:
+ * the legacy default stream), waited for. */
+fr_status_t fr_device_copy(void *dst, const void *src, size_t bytes, void *stream);
+/* Wait for the work on @p stream. */
+fr_status_t fr_device_sync(void *stream);
+/* A pinned host buffer of at least @p bytes owned by the communicator. */
+void *fr_device_stage(struct fr_comm *comm, size_t bytes);
+
+#endif

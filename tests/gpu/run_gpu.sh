@@ -1,0 +1,61 @@
+#!/bin/bash
+# The device-buffer tests: test_device under $MPIEXEC with each algorithm
+# forced, at one rank and at two and three (where fewer GPUs than ranks
+# send every call down the staged path). Exit 77 with a message when the
+# build has no CUDA or no GPU is visible; else ends with "N passed, M failed".
+# Environment as tests/mpi/run_mpi.sh (MPIEXEC, FR_MPI_FLAVOR, top_builddir).
+set -u
+MPIEXEC=${MPIEXEC:-mpirun}
+FLAVOR=${FR_MPI_FLAVOR:-openmpi}
+top_builddir=${top_builddir:-..}
+BIN=$top_builddir/tests/gpu/test_device
+LOGDIR=${FR_TEST_LOGDIR:-gpu-logs}
+QUICK=${FASTREDUCE_TEST_QUICK:-0}
+if [ ! -x "$BIN" ]; then
+    echo "SKIP: tests/gpu: this build has no CUDA (configure found none, or --without-cuda)"
+    exit 77
+fi
+mkdir -p "$LOGDIR"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+unset FASTREDUCE_ALGO FASTREDUCE_TUNE FASTREDUCE_TUNE_FILE FASTREDUCE_NODE_SIZE
+export FASTREDUCE_TUNE_PATH= FASTREDUCE_DEBUG=INFO FASTREDUCE_DEBUG_SUBSYS=COLL,NCCL
+pass=0; fail=0
+launch() {  # launch NP LOG ARGS...
+    local np=$1 log=$2; shift 2
+    local l=("$MPIEXEC")
+    [ "$FLAVOR" = openmpi ] && l+=(--oversubscribe --bind-to none -x FASTREDUCE_DEBUG -x FASTREDUCE_DEBUG_SUBSYS \
+                                   -x FASTREDUCE_TUNE_PATH)
+    local q=(); [ "$QUICK" = 1 ] && q=(--quick)
+    timeout -k 15 "${FR_TEST_TIMEOUT:-600}" "${l[@]}" -n "$np" "$BIN" "${q[@]}" "$@" </dev/null >"$log" 2>&1
+}
+launch 1 "$LOGDIR/probe.log" --algo default --quick
+rc=$?
+if [ $rc = 77 ]; then
+    grep -m1 '^SKIP' "$LOGDIR/probe.log" || echo "SKIP: tests/gpu: no GPU"
+    exit 77
+fi
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+for np in 1 2 3; do
+    for algo in default nccl nccl_ring nccl_tree staged; do
+        log="$LOGDIR/np$np-$algo.log"
+        launch "$np" "$log" --algo "$algo"
+        rc=$?
+        line=$(grep -E '^test_device np=[0-9]+: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+        p=$(echo "$line" | sed -nE 's/.*: ([0-9]+) passed.*/\1/p'); f=$(echo "$line" | sed -nE 's/.* ([0-9]+) failed$/\1/p')
+        pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
+        # which algorithm rank 0 says served the device calls
+        want=$algo
+        [ "$algo" = default ] && want=nccl
+        [ "$np" -gt "${ngpu:-0}" ] && want=staged     # NCCL refuses two ranks on one GPU
+        served=$(grep -cE ":0 fastreduce INFO #[0-9]+ (allreduce|bcast) [0-9]+ bytes .* -> $want \(" "$log")
+        if [ "$rc" = 0 ] && [ -n "$line" ] && [ "${f:-1}" = 0 ] && [ "$served" -gt 0 ]; then
+            echo "PASS: np=$np --algo $algo: $line; $served calls served by $want"
+        else
+            echo "FAIL: np=$np --algo $algo: exit $rc, ${line:-no summary}, $served calls served by $want  log: $log"
+            grep -E '^FAIL' "$log" | head -20 | sed 's/^/    /'
+            [ "$served" -gt 0 ] || fail=$((fail + 1))
+        fi
+    done
+done
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
