@@ -23,6 +23,7 @@
 #include "comm.h"
 #include "tune.h"
 #include "tune_choose.h"
+#include "tune_device.h"
 
 #define PROG "fastreduce-tune"
 #define MAX_SIZES 160
@@ -40,6 +41,7 @@ typedef struct opts {
     int         colls;      /* bit per fr_coll_t */
     const char *algos;      /* comma-separated names, or NULL for all */
     int         quiet;
+    unsigned    mems;       /* FR_MEM_* to tune, 0: host, and cuda where every rank has a GPU */
 } opts_t;
 
 typedef struct tuner {
@@ -48,9 +50,14 @@ typedef struct tuner {
     int         rank, size;
     fr_table_t  own;          /* the communicator's table, put back at the end */
     fr_rule_t   forced;       /* the one-rule table of the candidate being measured */
-    tc_grid_t   g;
+    tc_grid_t   g;            /* the memory type being measured */
+    tc_grid_t   gs[2];        /* the grids measured, in order, and their memory types */
+    fr_mem_t    gmem[2];
+    int         ng;
     tc_policy_t pol;
-    float      *sbuf, *rbuf;
+    fr_mem_t    mem;          /* the buffers' memory now */
+    float      *sbuf, *rbuf;  /* host buffers (checks fill and read these) */
+    void       *dsbuf, *drbuf;/* device buffers, when cuda is tuned */
     double      t0, deadline;
     long        done, skipped;
     double      probe_min, probe_max;  /* the steadiness probe's extremes, seconds */
@@ -74,11 +81,14 @@ static void usage(FILE *f)
             "  -r, --reps N        timed repetitions per point, median reported (default 5, 3..101)\n"
             "  -c, --coll LIST     allreduce, bcast or both (default allreduce,bcast)\n"
             "  -a, --algos LIST    only these algorithms (comma-separated names)\n"
+            "  -d, --memory LIST   host, cuda or host,cuda (default host, and cuda when every rank\n"
+            "                      has a GPU and the build has NCCL): device buffers measure nccl\n"
+            "                      (NCCL's own choice), nccl_ring and nccl_tree with each protocol\n"
             "      --check TABLE   re-measure a sample of sizes; report ranges where TABLE's choice is\n"
             "                      no longer the fastest (exit status 3 when one is stale)\n"
             "  -q, --quiet         one progress line per size instead of per measurement\n"
             "  -h, --help          this text\n"
-            "Data: float32 sum out of place (allreduce), root 0 (bcast), host memory. A point's figure\n"
+            "Data: float32 sum out of place (allreduce), root 0 (bcast). A point's figure\n"
             "is the median over the repetitions of the slowest rank's time per call.\n");
 }
 
@@ -87,7 +97,7 @@ static int parse_opts(int argc, char **argv, opts_t *o, int rank)
     static const struct option lo[] = {
         { "output", 1, 0, 'o' }, { "csv", 1, 0, 'C' }, { "budget", 1, 0, 'b' }, { "max", 1, 0, 'm' },
         { "min", 1, 0, 'M' }, { "reps", 1, 0, 'r' }, { "coll", 1, 0, 'c' }, { "algos", 1, 0, 'a' },
-        { "check", 1, 0, 'K' }, { "quiet", 0, 0, 'q' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
+        { "check", 1, 0, 'K' }, { "quiet", 0, 0, 'q' }, { "memory", 1, 0, 'd' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
     };
     char bad[256] = "";
     int budget_set = 0;
@@ -95,7 +105,7 @@ static int parse_opts(int argc, char **argv, opts_t *o, int rank)
                    .colls = (1 << FR_COLL_ALLREDUCE) | (1 << FR_COLL_BCAST) };
     opterr = 0;
     int ch;
-    while (!bad[0] && (ch = getopt_long(argc, argv, ":o:b:m:r:c:a:qh", lo, NULL)) != -1) {
+    while (!bad[0] && (ch = getopt_long(argc, argv, ":o:b:m:r:c:a:qhd:", lo, NULL)) != -1) {
         char *end;
         switch (ch) {
         case 'o': o->out = optarg; break;
@@ -136,6 +146,18 @@ static int parse_opts(int argc, char **argv, opts_t *o, int rank)
             if (!bad[0] && !o->colls) snprintf(bad, sizeof bad, "--coll: no collective given");
             break;
         }
+        case 'd': {
+            o->mems = 0;
+            char *dup = strdup(optarg), *save = NULL;
+            for (char *w = dup ? strtok_r(dup, ",", &save) : NULL; w; w = strtok_r(NULL, ",", &save)) {
+                if (!strcmp(w, "host")) o->mems |= FR_MEM_HOST;
+                else if (!strcmp(w, "cuda")) o->mems |= FR_MEM_CUDA;
+                else { snprintf(bad, sizeof bad, "--memory: unknown memory '%s' (host, cuda)", w); break; }
+            }
+            free(dup);
+            if (!bad[0] && !o->mems) snprintf(bad, sizeof bad, "--memory: no memory type given");
+            break;
+        }
         case 'h':
             if (rank == 0) usage(stdout);
             return 1;
@@ -146,6 +168,8 @@ static int parse_opts(int argc, char **argv, opts_t *o, int rank)
     if (!bad[0] && optind < argc) snprintf(bad, sizeof bad, "unexpected argument '%s'", argv[optind]);
     if (!bad[0] && o->min > o->max) snprintf(bad, sizeof bad, "--min is larger than --max");
     if (!bad[0] && o->check && o->out) snprintf(bad, sizeof bad, "--check does not write a table (no -o)");
+    if (!bad[0] && o->check && (o->mems & FR_MEM_CUDA))
+        snprintf(bad, sizeof bad, "--check re-measures host rules only (no --memory cuda)");
     if (o->check && !budget_set) o->budget = 120;
     if (bad[0]) {
         if (rank == 0) fprintf(stderr, PROG ": %s\n(" PROG " --help lists the options)\n", bad);
@@ -163,6 +187,10 @@ static int simplicity(int coll, const char *name)
         { "recursive_doubling", "ring", "rabenseifner", "tree", "shm", "hier", "mpi", NULL },
         { "binomial", "pipeline", "scatter_allgather", "shm", "hier", "mpi", NULL, NULL },
     };
+    /* device buffers: NCCL's own choice first (a tie keeps NCCL deciding) */
+    static const char *const dev[] = { "nccl", "nccl_ring", "nccl_tree", NULL };
+    for (int i = 0; dev[i]; i++)
+        if (!strcmp(dev[i], name)) return i * 10;
     for (int i = 0; order[coll][i]; i++)
         if (!strcmp(order[coll][i], name)) return i * 10;
     return 80;
@@ -177,13 +205,14 @@ static int wanted(const opts_t *o, const char *name)
     return 0;
 }
 
-static void add_cand(tc_grid_t *g, int coll, int alg, uint64_t chunk, int fanout, int across)
+static void add_cand(tc_grid_t *g, int coll, int alg, uint64_t chunk, int fanout, int across, int proto)
 {
     if (g->ncand >= MAX_CANDS) return;
     tc_cand_t *k = &g->cand[g->ncand++];
-    fr_rule_t r = { .chunk = chunk, .fanout = fanout, .across = across };
-    *k = (tc_cand_t){ .coll = coll, .alg = alg, .chunk = chunk, .fanout = fanout, .across = across };
-    k->simplicity = simplicity(coll, fr_algs[alg]->name) + (chunk != 0) + (fanout != 0) + (across != 0);
+    fr_rule_t r = { .chunk = chunk, .fanout = fanout, .across = across, .proto = proto };
+    *k = (tc_cand_t){ .coll = coll, .alg = alg, .chunk = chunk, .fanout = fanout, .across = across, .proto = proto };
+    k->simplicity = simplicity(coll, fr_algs[alg]->name) + (chunk != 0) + (fanout != 0) + (across != 0) +
+                    (proto != 0);
     /* the parameters as the table writes them */
     char line[512], *p;
     r.alg = alg;
@@ -192,10 +221,11 @@ static void add_cand(tc_grid_t *g, int coll, int alg, uint64_t chunk, int fanout
     snprintf(k->label, sizeof k->label, "%s", p ? p : fr_algs[alg]->name);
 }
 
-/* Every algorithm of the wanted collectives for host memory, with its
+/* Every algorithm of the wanted collectives for the memory measured (but
+ * staged, never faster than its host algorithm), with its
  * parameter variants: chunk a quarter and four times its default (at most
  * 4M), fanout 4, 8 and a flat tree where the job is big enough for them to
- * differ, across=ring|rd on several nodes. */
+ * differ, across=ring|rd on several nodes, each NCCL protocol (proto=). */
 static void make_cands(tuner_t *T)
 {
     tc_grid_t *g = &T->g;
@@ -204,23 +234,27 @@ static void make_cands(tuner_t *T)
         if (!(T->o.colls & (1 << coll))) continue;
         for (int a = 0; a < fr_nalgs; a++) {
             const fr_alg_t *A = fr_algs[a];
-            if ((int)A->coll != coll || !(A->mem_types & FR_MEM_HOST) || !wanted(&T->o, A->name)) continue;
-            add_cand(g, coll, a, 0, 0, 0);
+            if ((int)A->coll != coll || !(A->mem_types & T->mem) || !wanted(&T->o, A->name) ||
+                !strcmp(A->name, "staged"))
+                continue;
+            add_cand(g, coll, a, 0, 0, 0, 0);
             if (A->params & FR_PARAM_CHUNK)
                 for (int k = 0; k < 2; k++) {
                     uint64_t v = k ? A->chunk_def * 4 : A->chunk_def / 4;
-                    if (v >= 4096 && v <= ((uint64_t)4 << 20)) add_cand(g, coll, a, v, 0, 0);
+                    if (v >= 4096 && v <= ((uint64_t)4 << 20)) add_cand(g, coll, a, v, 0, 0, 0);
                 }
             if ((A->params & FR_PARAM_FANOUT) && c->size > 3) {
                 int fan[3] = { 4, 8, c->size - 1 < 64 ? c->size - 1 : 64 };
                 for (int k = 0; k < 3; k++)
                     if (fan[k] > 2 && fan[k] <= c->size - 1 && (k < 2 ? fan[k] < c->size - 1 : 1))
-                        add_cand(g, coll, a, 0, fan[k], 0);
+                        add_cand(g, coll, a, 0, fan[k], 0, 0);
             }
             if ((A->params & FR_PARAM_ACROSS) && c->nnodes > 1) {
-                add_cand(g, coll, a, 0, 0, FR_ACROSS_RING);
-                if (!(c->nnodes & (c->nnodes - 1))) add_cand(g, coll, a, 0, 0, FR_ACROSS_RD);
+                add_cand(g, coll, a, 0, 0, FR_ACROSS_RING, 0);
+                if (!(c->nnodes & (c->nnodes - 1))) add_cand(g, coll, a, 0, 0, FR_ACROSS_RD, 0);
             }
+            if (A->params & FR_PARAM_PROTO)
+                for (int p = FR_PROTO_LL; p <= FR_PROTO_SIMPLE; p++) add_cand(g, coll, a, 0, 0, 0, p);
         }
     }
 }
@@ -239,20 +273,33 @@ static void force(tuner_t *T, const tc_cand_t *k)
 {
     T->forced = (fr_rule_t){ .coll = k->coll, .mem = FR_MEM_ALL, .nodes = { 0, FR_INF }, .ppn = { 0, FR_INF },
                              .bytes = { 0, FR_INF }, .alg = k->alg, .chunk = k->chunk, .fanout = k->fanout,
-                             .across = k->across, .src = FR_SRC_TUNE, .line = 1 };
+                             .across = k->across, .proto = k->proto, .src = FR_SRC_TUNE, .line = 1 };
     T->comm->table = (fr_table_t){ .rules = &T->forced, .n = 1, .cap = 1 };
 }
 
-static fr_call_t call_of(int coll, uint64_t bytes)
+static fr_call_t call_of(const tuner_t *T, int coll, uint64_t bytes)
 {
     return (fr_call_t){ .coll = coll, .count = bytes / sizeof(float), .bytes = bytes, .dtype = FR_FLOAT32,
-                        .op = FR_SUM, .root = 0, .mem = FR_MEM_HOST };
+                        .op = FR_SUM, .root = 0, .mem = T->mem };
 }
 
 static fr_status_t one_call(tuner_t *T, int coll, size_t count)
 {
-    if (coll == FR_COLL_ALLREDUCE) return fr_allreduce(T->sbuf, T->rbuf, count, FR_FLOAT32, FR_SUM, T->comm);
-    return fr_bcast(T->rbuf, count, FR_FLOAT32, 0, T->comm);
+    void *s = T->mem == FR_MEM_CUDA ? T->dsbuf : T->sbuf, *r = T->mem == FR_MEM_CUDA ? T->drbuf : T->rbuf;
+    if (coll == FR_COLL_ALLREDUCE) return fr_allreduce(s, r, count, FR_FLOAT32, FR_SUM, T->comm);
+    return fr_bcast(r, count, FR_FLOAT32, 0, T->comm);
+}
+
+/* Device buffers: the host buffers' contents to them, or back (count floats). */
+static int to_device(tuner_t *T, size_t count)
+{
+    if (T->mem != FR_MEM_CUDA) return 0;
+    return td_copy(T->dsbuf, T->sbuf, count * sizeof(float)) | td_copy(T->drbuf, T->rbuf, count * sizeof(float));
+}
+
+static int from_device(tuner_t *T, size_t count)
+{
+    return T->mem == FR_MEM_CUDA ? td_copy(T->rbuf, T->drbuf, count * sizeof(float)) : 0;
 }
 
 static void fill(tuner_t *T, int coll, size_t count)
@@ -303,7 +350,8 @@ static int prepare(tuner_t *T, int c, int s, double rep_s, long *iters, char *wh
     size_t count = T->g.sizes[s] / sizeof(float);
     force(T, k);
     fill(T, k->coll, count);
-    fr_status_t st = one_call(T, k->coll, count);
+    fr_status_t st = to_device(T, count) ? FR_ERR_CUDA : one_call(T, k->coll, count);
+    if (st == FR_SUCCESS && from_device(T, count)) st = FR_ERR_CUDA;
     long mine[2] = { st != FR_SUCCESS ? 1 : 0, st == FR_SUCCESS ? (long)wrong(T, k->coll, count) : 0 }, all[2];
     MPI_Allreduce(mine, all, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (all[0] || all[1]) {
@@ -457,7 +505,7 @@ static int coarse(const tc_grid_t *g, int s)
 static int usable(tuner_t *T, int c, int s)
 {
     const tc_cand_t *k = &T->g.cand[c];
-    fr_call_t call = call_of(k->coll, T->g.sizes[s]);
+    fr_call_t call = call_of(T, k->coll, T->g.sizes[s]);
     force(T, k);
     if (fr_algs[k->alg]->check(&call, T->comm) != FR_SUCCESS) {
         tc_at(&T->g, c, s)->state = TC_DECLINED;
@@ -650,8 +698,9 @@ static void meta_of(const tuner_t *T, int argc, char **argv, fr_table_meta_t *m)
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(m->date, sizeof m->date, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    snprintf(m->measured, sizeof m->measured, "float32 sum out of place (allreduce), root 0 (bcast), host memory; "
-             "median of %d repetitions of the slowest rank's time per call", T->o.reps);
+    snprintf(m->measured, sizeof m->measured, "float32 sum out of place (allreduce), root 0 (bcast), %s memory; "
+             "median of %d repetitions of the slowest rank's time per call",
+             T->ng == 2 ? "host and cuda" : T->gmem[0] == FR_MEM_CUDA ? "cuda" : "host", T->o.reps);
     size_t o = (size_t)snprintf(m->command, sizeof m->command, "mpirun -np %d", c->size);
     for (int i = 0; i < argc && o < sizeof m->command; i++) {
         const char *a = argv[i];
@@ -668,8 +717,12 @@ static int write_outputs(tuner_t *T, const fr_table_meta_t *meta, const char *ou
     if (out) {
         FILE *f = fopen(out, "w");
         if (!f) { fprintf(stderr, PROG ": cannot write %s: %m\n", out); return 1; }
-        int n = tc_write_table(f, meta, &T->g, &T->pol, (uint64_t)T->comm->nnodes, (uint64_t)T->comm->ppn,
-                               FR_MEM_HOST);
+        int n = 0;
+        for (int i = 0; i < T->ng && n >= 0; i++) {
+            int k = tc_write_table(f, i ? NULL : meta, &T->gs[i], &T->pol, (uint64_t)T->comm->nnodes,
+                                   (uint64_t)T->comm->ppn, T->gmem[i]);
+            n = k < 0 ? k : n + k;
+        }
         steadiness(T, f, "# ");
         if (fclose(f) || n < 0) { fprintf(stderr, PROG ": writing %s failed\n", out); rc = 1; }
         else printf(PROG ": wrote %s (%d rules)\n", out, n);
@@ -677,7 +730,9 @@ static int write_outputs(tuner_t *T, const fr_table_meta_t *meta, const char *ou
     if (csv) {
         FILE *f = fopen(csv, "w");
         if (!f) { fprintf(stderr, PROG ": cannot write %s: %m\n", csv); return 1; }
-        tc_write_csv(f, &T->g, &T->pol, T->size, T->comm->nnodes, T->comm->ppn, "host");
+        for (int i = 0; i < T->ng; i++)
+            tc_write_csv(f, &T->gs[i], &T->pol, T->size, T->comm->nnodes, T->comm->ppn,
+                         T->gmem[i] == FR_MEM_CUDA ? "cuda" : "host");
         if (fclose(f)) { fprintf(stderr, PROG ": writing %s failed\n", csv); rc = 1; }
         else printf(PROG ": wrote %s\n", csv);
     }
@@ -690,18 +745,18 @@ static int write_outputs(tuner_t *T, const fr_table_meta_t *meta, const char *ou
  * table names parameters no candidate has; -1 when none can be added. */
 static int choice(tuner_t *T, fr_table_t *tab, int coll, uint64_t bytes, int *rule)
 {
-    fr_call_t call = call_of(coll, bytes);
+    fr_call_t call = call_of(T, coll, bytes);
     T->comm->table = *tab;
     const fr_alg_t *a = fr_select_choose(T->comm, &call, rule);
     int alg = fr_alg_lookup(coll, a->name);
     for (int c = 0; c < T->g.ncand; c++) {
         const tc_cand_t *k = &T->g.cand[c];
         if (k->coll == coll && k->alg == alg && k->chunk == call.chunk && k->fanout == call.fanout &&
-            k->across == call.across)
+            k->across == call.across && k->proto == call.proto)
             return c;
     }
     if (T->g.ncand >= MAX_CANDS) return -1;
-    add_cand(&T->g, coll, alg, call.chunk, call.fanout, call.across);
+    add_cand(&T->g, coll, alg, call.chunk, call.fanout, call.across, call.proto);
     return T->g.ncand - 1;
 }
 
@@ -829,6 +884,20 @@ static int check_table(tuner_t *T)
     return stale ? 3 : 0;
 }
 
+/* Rank 0 lists the candidates of the memory type about to be measured. */
+static void print_cands(tuner_t *T)
+{
+    if (T->rank != 0) return;
+    printf("# %s memory: %d candidates:\n", T->mem == FR_MEM_CUDA ? "cuda (device)" : "host", T->g.ncand);
+    for (int c = 0; c < T->g.ncand; c++) {
+        fr_call_t call = call_of(T, T->g.cand[c].coll, T->g.sizes[0]);
+        int serves = fr_algs[T->g.cand[c].alg]->check(&call, T->comm) == FR_SUCCESS;
+        printf("#   %-9s %-28s%s\n", fr_coll_name(T->g.cand[c].coll), T->g.cand[c].label,
+               serves ? "" : "  (cannot serve this job: skipped)");
+    }
+    fflush(stdout);
+}
+
 /* ------------------------------------------------------------------ main */
 
 int main(int argc, char **argv)
@@ -853,6 +922,15 @@ int main(int argc, char **argv)
         T.expect[i] = e;
     }
 
+    /* device buffers: before the communicator, which binds; the GPU is set here */
+    char why[256] = "";
+    int gpus = !T.o.check && (!T.o.mems || (T.o.mems & FR_MEM_CUDA)) ? td_gpus(why, sizeof why) : 0;
+    unsigned mems = T.o.mems ? T.o.mems : FR_MEM_HOST | (gpus ? FR_MEM_CUDA : 0);
+    if ((mems & FR_MEM_CUDA) && !gpus) {
+        if (T.rank == 0) fprintf(stderr, PROG ": --memory cuda: %s\n", why);
+        MPI_Finalize();
+        return 2;
+    }
     fr_status_t st = fr_comm_create(MPI_COMM_WORLD, NULL, &T.comm);
     if (st != FR_SUCCESS) {
         if (T.rank == 0) fprintf(stderr, PROG ": fr_comm_create: %s: %s\n", fr_strerror(st), fr_last_error());
@@ -862,54 +940,69 @@ int main(int argc, char **argv)
     T.own = T.comm->table;
     uint64_t sizes[MAX_SIZES];
     int nsizes = tc_sizes(T.o.min, T.o.max, sizeof(float), sizes, MAX_SIZES);
-    if (tc_grid_init(&T.g, MAX_CANDS, nsizes) || !nsizes) {
-        if (T.rank == 0) fprintf(stderr, PROG ": %s\n", nsizes ? "out of memory" : "no size in --min..--max");
-        fr_comm_destroy(T.comm);
-        MPI_Finalize();
-        return 1;
-    }
-    memcpy(T.g.sizes, sizes, (size_t)nsizes * sizeof *sizes);
-    T.g.ncand = 0;
-    make_cands(&T);
-    size_t bytes = (size_t)sizes[nsizes - 1];
+    size_t bytes = nsizes ? (size_t)sizes[nsizes - 1] : 0;
     T.sbuf = malloc(bytes);
     T.rbuf = malloc(bytes);
-    int ok = T.sbuf && T.rbuf && T.g.ncand > 0, all_ok;
+    if (mems & FR_MEM_CUDA) {
+        T.dsbuf = td_alloc(bytes);
+        T.drbuf = td_alloc(bytes);
+    }
+    int ok = nsizes && T.sbuf && T.rbuf && (!(mems & FR_MEM_CUDA) || (T.dsbuf && T.drbuf)), all_ok;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all_ok) {
         if (T.rank == 0)
-            fprintf(stderr, PROG ": %s\n", T.g.ncand ? "cannot allocate the message buffers (see --max)" :
-                    "no algorithm left to measure (see --algos and --coll)");
+            fprintf(stderr, PROG ": %s\n", nsizes ? "cannot allocate the message buffers (see --max)" :
+                    "no size in --min..--max");
         rc = 1;
         goto done;
     }
     if (T.rank == 0) {
         printf("# " PROG " (libfastreduce %s): %d ranks on %d node(s) of up to %d, fingerprint %s\n", fr_version(),
                T.size, T.comm->nnodes, T.comm->ppn, T.comm->fingerprint[0] ? T.comm->fingerprint : "unknown");
-        printf("# %d sizes from %llu to %llu bytes, budget %.0f s, %d repetitions per point; candidates:\n", nsizes,
+        printf("# %d sizes from %llu to %llu bytes, budget %.0f s, %d repetitions per point\n", nsizes,
                (unsigned long long)sizes[0], (unsigned long long)sizes[nsizes - 1], T.o.budget, T.o.reps);
-        for (int c = 0; c < T.g.ncand; c++) {
-            fr_call_t call = call_of(T.g.cand[c].coll, sizes[0]);
-            int serves = fr_algs[T.g.cand[c].alg]->check(&call, T.comm) == FR_SUCCESS;
-            printf("#   %-9s %-28s%s\n", fr_coll_name(T.g.cand[c].coll), T.g.cand[c].label,
-                   serves ? "" : "  (cannot serve this job: skipped)");
-        }
-        int cuda = 0;
-        for (int a = 0; a < fr_nalgs; a++) cuda |= (fr_algs[a]->mem_types & FR_MEM_CUDA) != 0;
-        if (!cuda) printf("# device buffers: no algorithm of this build serves them; host memory only\n");
+        if (!(mems & FR_MEM_CUDA) && !T.o.check) printf("# device buffers: not measured (%s)\n", why);
         fflush(stdout);
     }
+    /* one pass per memory type; each gets an equal share of the time left,
+     * its sweep 85% of it, the confirmation of lone wins the rest (the last
+     * pass ends at 98% of the budget: 2% for writing, closing, the launcher) */
+    const fr_mem_t order[2] = { FR_MEM_HOST, FR_MEM_CUDA };
+    int npass = T.o.check ? 1 : ((mems & FR_MEM_HOST) != 0) + ((mems & FR_MEM_CUDA) != 0);
+    for (int m = 0, pass = 0; m < 2 && rc == 0; m++) {
+        if (!(mems & order[m]) && !(T.o.check && m == 0)) continue;
+        T.mem = order[m];
+        if (tc_grid_init(&T.g, MAX_CANDS, nsizes)) {
+            if (T.rank == 0) fprintf(stderr, PROG ": out of memory\n");
+            rc = 1;
+            break;
+        }
+        memcpy(T.g.sizes, sizes, (size_t)nsizes * sizeof *sizes);
+        T.g.ncand = 0;
+        make_cands(&T);
+        print_cands(&T);
+        if (!T.g.ncand) {
+            if (T.rank == 0) fprintf(stderr, PROG ": no algorithm left to measure (see --algos and --coll)\n");
+            rc = 1;
+        } else if (T.o.check) {
+            rc = check_table(&T);
+        } else {
+            double start = now(), share = (T.t0 + T.o.budget - start) / (npass - pass);
+            T.deadline = start + 0.85 * share;
+            sweep(&T, NULL);
+            T.deadline = pass == npass - 1 ? T.t0 + 0.98 * T.o.budget : start + share;
+            confirm(&T);
+        }
+        T.gs[T.ng] = T.g;
+        T.gmem[T.ng++] = T.mem;
+        memset(&T.g, 0, sizeof T.g);
+        pass++;
+    }
     if (T.o.check) {
-        rc = check_table(&T);
         if (T.rank == 0 && T.o.csv) rc |= write_outputs(&T, NULL, NULL, T.o.csv);
         goto done;
     }
-    /* the sweep gets 85% of the budget, the confirmation of lone wins the
-     * rest but 2% (left for writing, closing and the launcher) */
-    T.deadline = T.t0 + 0.85 * T.o.budget;
-    sweep(&T, NULL);
-    T.deadline = T.t0 + 0.98 * T.o.budget;
-    confirm(&T);
+    if (rc) goto done;
     if (T.rank == 0) {
         char out[512], csv[512];
         if (T.o.out) snprintf(out, sizeof out, "%s", T.o.out);
@@ -934,7 +1027,10 @@ done:
     T.comm->table = T.own;
     free(T.sbuf);
     free(T.rbuf);
+    td_free(T.dsbuf);
+    td_free(T.drbuf);
     tc_grid_free(&T.g);
+    for (int i = 0; i < T.ng; i++) tc_grid_free(&T.gs[i]);
     fr_comm_destroy(T.comm);
     MPI_Finalize();
     return rc;

@@ -15,7 +15,8 @@ static int ar_run_mpi(osu_ctx_t *c)
 
 static const char *ar_algorithm(osu_ctx_t *c)
 {
-    return fr_allreduce_algorithm(c->comm, c->count, c->o->dtype, c->o->op);
+    return c->o->device ? fr_allreduce_algorithm_device(c->comm, c->count, c->o->dtype, c->o->op)
+                        : fr_allreduce_algorithm(c->comm, c->count, c->o->dtype, c->o->op);
 }
 
 static double ar_busbw_factor(int n)
@@ -68,12 +69,14 @@ static size_t ar_validate(osu_ctx_t *c, int seed)
     const osu_opts_t *o = c->o;
     size_t k = value_range(o, c->nranks), wrong = 0;
     for (size_t i = 0; i < c->count; i++)
-        osu_set(c->sbuf, i, o->dtype, input(o->op, (size_t)c->rank, c->nranks, i, seed, k));
-    osu_poison(c->rbuf, c->count * c->esize);
+        osu_set(c->hs, i, o->dtype, input(o->op, (size_t)c->rank, c->nranks, i, seed, k));
+    osu_poison(c->hr, c->count * c->esize);
+    osu_upload(c);
     if (fr_allreduce(c->sbuf, c->rbuf, c->count, o->dtype, o->op, c->comm) != FR_SUCCESS)
         return (size_t)-1;
+    osu_download(c);
     for (size_t i = 0; i < c->count; i++)
-        if (osu_get(c->rbuf, i, o->dtype) != expected(o->op, c->nranks, i, seed, k)) wrong++;
+        if (osu_get(c->hr, i, o->dtype) != expected(o->op, c->nranks, i, seed, k)) wrong++;
     return wrong;
 }
 

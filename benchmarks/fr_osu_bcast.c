@@ -15,7 +15,8 @@ static int bc_run_mpi(osu_ctx_t *c)
 
 static const char *bc_algorithm(osu_ctx_t *c)
 {
-    return fr_bcast_algorithm(c->comm, c->count, c->o->dtype, c->o->root);
+    return c->o->device ? fr_bcast_algorithm_device(c->comm, c->count, c->o->dtype, c->o->root)
+                        : fr_bcast_algorithm(c->comm, c->count, c->o->dtype, c->o->root);
 }
 
 static double bc_busbw_factor(int n)
@@ -35,13 +36,15 @@ static size_t bc_validate(osu_ctx_t *c, int seed)
     const osu_opts_t *o = c->o;
     size_t wrong = 0;
     if (c->rank == o->root)
-        for (size_t i = 0; i < c->count; i++) osu_set(c->sbuf, i, o->dtype, message(i, seed));
+        for (size_t i = 0; i < c->count; i++) osu_set(c->hs, i, o->dtype, message(i, seed));
     else
-        osu_poison(c->sbuf, c->count * c->esize);
+        osu_poison(c->hs, c->count * c->esize);
+    osu_upload(c);
     if (fr_bcast(c->sbuf, c->count, o->dtype, o->root, c->comm) != FR_SUCCESS)
         return (size_t)-1;
+    osu_download(c);
     for (size_t i = 0; i < c->count; i++)
-        if (osu_get(c->sbuf, i, o->dtype) != message(i, seed)) wrong++;
+        if (osu_get(c->hs, i, o->dtype) != message(i, seed)) wrong++;
     return wrong;
 }
 

@@ -1,5 +1,9 @@
 /* Shared driver of the osu-style benchmarks; see osu_common.h and docs/benchmarks.md. */
+#include "config.h"
 #include "osu_common.h"
+#ifdef FR_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include <errno.h>
 #include <getopt.h>
@@ -181,6 +185,34 @@ void osu_poison(void *buf, size_t bytes)
     memset(buf, 0xA5, bytes);
 }
 
+static void copy(void *dst, const void *src, size_t bytes)
+{
+#ifdef FR_HAVE_CUDA
+    if (bytes && cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) != cudaSuccess) {
+        fprintf(stderr, "fr_osu: cudaMemcpy of %zu bytes failed\n", bytes);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+#else
+    memcpy(dst, src, bytes);
+#endif
+}
+
+static void osu_upload_bytes(osu_ctx_t *c, size_t bytes)
+{
+    if (c->sbuf == c->hs) return;
+    copy(c->sbuf, c->hs, bytes);
+    copy(c->rbuf, c->hr, bytes);
+}
+
+void osu_upload(osu_ctx_t *c) { osu_upload_bytes(c, c->count * c->esize); }
+
+void osu_download(osu_ctx_t *c)
+{
+    if (c->sbuf == c->hs) return;
+    copy(c->hs, c->sbuf, c->count * c->esize);
+    copy(c->hr, c->rbuf, c->count * c->esize);
+}
+
 /* ---------------------------------------------------------------- options */
 
 static int g_rank;
@@ -205,6 +237,8 @@ static void usage(FILE *f, osu_kind_t kind)
         "  -c, --validation              check every size against an expected value each rank\n"
         "                                computes; adds a Validation column, exit 1 on failure\n"
         "      --algo NAME               force a fastreduce algorithm (fr_config_t.algo)\n"
+        "  -d, --accelerator cuda|host   buffers in CUDA device memory (on GPU local_rank %% GPUs)\n"
+        "                                or host memory (default host)\n"
         "%s"
         "      --vs-mpi                  also time MPI_%s on the same buffers, alternating\n"
         "                                blocks, and print both latencies and MPI/ours\n"
@@ -288,6 +322,7 @@ static int parse_options(int argc, char **argv, osu_kind_t kind, osu_opts_t *o)
         { "help",         no_argument,       NULL, 'h' },
         { "version",      no_argument,       NULL, 'v' },
         { "algo",         required_argument, NULL, OPT_ALGO },
+        { "accelerator",  required_argument, NULL, 'd' },
         { "op",           required_argument, NULL, OPT_OP },
         { "root",         required_argument, NULL, OPT_ROOT },
         { "vs-mpi",       no_argument,       NULL, OPT_VS_MPI },
@@ -308,7 +343,7 @@ static int parse_options(int argc, char **argv, osu_kind_t kind, osu_opts_t *o)
     opterr = 0;
 
     int c;
-    while (!bad[0] && (c = getopt_long(argc, argv, ":m:i:x:fT:chv", longopts, NULL)) != -1) {
+    while (!bad[0] && (c = getopt_long(argc, argv, ":m:i:x:fT:chvd:", longopts, NULL)) != -1) {
         switch (c) {
         case 'm':
             if (parse_range(optarg, o)) snprintf(bad, sizeof bad, "invalid message size '%s'", optarg);
@@ -323,6 +358,14 @@ static int parse_options(int argc, char **argv, osu_kind_t kind, osu_opts_t *o)
             else o->warmup = (int)v;
             break;
         case 'f': o->full = 1; break;
+        case 'd':
+            if (!strcasecmp(optarg, "cuda")) o->device = 1;
+            else if (!strcasecmp(optarg, "host")) o->device = 0;
+            else snprintf(bad, sizeof bad, "-d '%s': expected cuda or host", optarg);
+#ifndef FR_HAVE_CUDA
+            if (o->device) snprintf(bad, sizeof bad, "-d cuda: this build has no CUDA (configure --with-cuda)");
+#endif
+            break;
         case 'c': o->validate = 1; break;
         case 'T': {
             size_t k;
@@ -379,6 +422,9 @@ static int parse_options(int argc, char **argv, osu_kind_t kind, osu_opts_t *o)
         }
     }
     if (!bad[0] && optind < argc) snprintf(bad, sizeof bad, "unexpected argument '%s'", argv[optind]);
+    if (!bad[0] && o->device && o->vs_mpi)
+        snprintf(bad, sizeof bad, "--vs-mpi times MPI on host buffers only (MPI may not be CUDA-aware); with -d cuda "
+                 "use --compare table,nccl for NCCL's own choice");
     if (!bad[0] && o->compare && (o->algo || o->vs_mpi || o->validate || o->full))
         snprintf(bad, sizeof bad, "--compare cannot be combined with --algo, --vs-mpi, -c or -f");
     if (!bad[0] && o->min_size == 0) o->min_size = 1;
@@ -709,6 +755,27 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
     return 0;
 }
 
+/* -d cuda: this rank's GPU (its local rank modulo the GPUs it sees) and
+ * device copies of the host buffers. */
+static void device_buffers(osu_ctx_t *c, size_t bytes)
+{
+#ifdef FR_HAVE_CUDA
+    MPI_Comm node;
+    int local = 0, ndev = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) die("-d cuda", "no GPU is visible");
+    if (cudaSetDevice(local % ndev) != cudaSuccess || cudaMalloc(&c->sbuf, bytes ? bytes : 1) != cudaSuccess ||
+        cudaMalloc(&c->rbuf, bytes ? bytes : 1) != cudaSuccess)
+        die("cudaMalloc", "cannot allocate the device buffers");
+    osu_upload_bytes(c, bytes);
+#else
+    (void)c, (void)bytes;
+    die("-d cuda", "this build has no CUDA");
+#endif
+}
+
 int osu_main(int argc, char **argv, const osu_coll_t *coll)
 {
     osu_opts_t o;
@@ -765,15 +832,18 @@ int osu_main(int argc, char **argv, const osu_coll_t *coll)
     }
 
     size_t maxbytes = maxcount * c.esize;
-    if (posix_memalign(&c.sbuf, 4096, maxbytes) || posix_memalign(&c.rbuf, 4096, maxbytes)) {
+    if (posix_memalign(&c.hs, 4096, maxbytes) || posix_memalign(&c.hr, 4096, maxbytes)) {
         die("posix_memalign", "out of memory");
     }
-    for (size_t i = 0; i < maxcount; i++) osu_set(c.sbuf, i, o.dtype, 1 + (double)(i % 3));
-    memset(c.rbuf, 0, maxbytes);
+    for (size_t i = 0; i < maxcount; i++) osu_set(c.hs, i, o.dtype, 1 + (double)(i % 3));
+    memset(c.hr, 0, maxbytes);
+    c.sbuf = c.hs;
+    c.rbuf = c.hr;
+    if (o.device) device_buffers(&c, maxbytes);
 
     double mbw = 0;
     MPI_Barrier(MPI_COMM_WORLD);
-    if (g_rank == 0) mbw = memcpy_bandwidth(maxbytes);
+    if (g_rank == 0 && !o.device) mbw = memcpy_bandwidth(maxbytes);
     MPI_Barrier(MPI_COMM_WORLD);
     if (g_rank == 0 && !o.compare) print_header(coll, &c, mbw, maxbytes);
 
@@ -810,8 +880,11 @@ int osu_main(int argc, char **argv, const osu_coll_t *coll)
     fflush(stdout);
 
     fr_comm_destroy(main_comm);
-    free(c.sbuf);
-    free(c.rbuf);
+#ifdef FR_HAVE_CUDA
+    if (o.device) { cudaFree(c.sbuf); cudaFree(c.rbuf); }
+#endif
+    free(c.hs);
+    free(c.hr);
     MPI_Finalize();
     return status;
 }

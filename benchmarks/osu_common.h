@@ -26,6 +26,7 @@ typedef struct osu_opts {
     int          root;
     const char  *algo;                /* --algo, or NULL */
     const char  *compare;             /* --compare LIST, or NULL */
+    int          device;              /* -d cuda: the buffers are CUDA device memory */
 } osu_opts_t;
 
 /* The state a benchmark's callbacks work on, for one message size. */
@@ -35,6 +36,7 @@ typedef struct osu_ctx {
     MPI_Comm  mpi_comm;   /* MPI_COMM_WORLD */
     int       rank, nranks;
     void     *sbuf, *rbuf; /* each holds at least max_size bytes; bcast uses sbuf only */
+    void     *hs, *hr;     /* their host copies for validation (sbuf, rbuf themselves with host buffers) */
     size_t    count;       /* elements of the current size */
     size_t    esize;       /* bytes per element */
 } osu_ctx_t;
@@ -64,5 +66,9 @@ double osu_get(const void *buf, size_t i, fr_dtype_t t);
 double osu_exact_limit(fr_dtype_t t);
 /* Fill @p bytes of @p buf with a byte pattern no validation value equals. */
 void   osu_poison(void *buf, size_t bytes);
+/* -d cuda: copy the count elements of hs, hr to sbuf, rbuf (upload) or
+ * back (download); nothing with host buffers. */
+void   osu_upload(osu_ctx_t *c);
+void   osu_download(osu_ctx_t *c);
 
 #endif

@@ -176,6 +176,7 @@ void tc_range_rule(const tc_grid_t *g, const tc_range_t *r, uint64_t nodes, uint
     out->chunk = c->chunk;
     out->fanout = c->fanout;
     out->across = c->across;
+    out->proto = c->proto;
     out->src = FR_SRC_FILE;
 }
 
@@ -193,11 +194,13 @@ int tc_write_table(FILE *f, const fr_table_meta_t *meta, const tc_grid_t *g, con
     int nrules = 0;
     tc_range_t *r = calloc((size_t)g->nsizes + 1, sizeof *r);
     if (!r) return -1;
-    fr_table_meta_print(meta, f);
-    fprintf(f, "# Rules measured by fastreduce-tune: each comment gives the winner's median time per call\n"
-               "# (slowest rank) at the first and last size measured in its range, and the runner-up there.\n");
-    fprintf(f, "# %-10s %-6s %-6s %-6s %-12s %s\n", "collective", "memory", "nodes", "ppn", "bytes",
-            "algorithm [key=value ...]");
+    if (meta) {  /* (NULL: more rules for a table already begun) */
+        fr_table_meta_print(meta, f);
+        fprintf(f, "# Rules measured by fastreduce-tune: each comment gives the winner's median time per call\n"
+                   "# (slowest rank) at the first and last size measured in its range, and the runner-up there.\n");
+        fprintf(f, "# %-10s %-6s %-6s %-6s %-12s %s\n", "collective", "memory", "nodes", "ppn", "bytes",
+                "algorithm [key=value ...]");
+    }
     for (int coll = 0; coll < FR_COLL_COUNT; coll++) {
         int n = tc_ranges(g, coll, p, r, g->nsizes);
         for (int i = 0; i < n; i++) {
@@ -239,8 +242,9 @@ double tc_busbw(int coll, uint64_t bytes, double sec, int ranks)
 void tc_write_csv(FILE *f, const tc_grid_t *g, const tc_policy_t *p, int ranks, int nodes, int ppn,
                   const char *mem)
 {
-    fprintf(f, "collective,memory,ranks,nodes,ppn,algorithm,params,bytes,state,median_us,q1_us,q3_us,min_us,"
-               "max_us,reps,iters,busbw_gbs,chosen,probe_us\n");
+    if (ftell(f) <= 0)  /* a second grid (the other memory type) goes on below the first's rows */
+        fprintf(f, "collective,memory,ranks,nodes,ppn,algorithm,params,bytes,state,median_us,q1_us,q3_us,min_us,"
+                   "max_us,reps,iters,busbw_gbs,chosen,probe_us\n");
     for (int coll = 0; coll < FR_COLL_COUNT; coll++)
         for (int s = 0; s < g->nsizes; s++) {
             int w = tc_winner(g, coll, s, p);

@@ -16,9 +16,9 @@ typedef struct tc_cand {
     int      coll;        /* fr_coll_t */
     int      alg;         /* index into fr_algs[] */
     uint64_t chunk;       /* rule parameters, 0 for the algorithm's default */
-    int      fanout, across;
+    int      fanout, across, proto;
     int      simplicity;  /* lower is simpler: noise ties go to the lowest */
-    char     label[64];   /* "ring", "ring chunk=64K" */
+    char     label[64];   /* "ring", "ring chunk=64K", "nccl_tree proto=ll" */
 } tc_cand_t;
 
 /* What happened at one (candidate, size). */
@@ -112,13 +112,15 @@ int tc_ranges(const tc_grid_t *g, int coll, const tc_policy_t *p, tc_range_t *ou
 void tc_range_rule(const tc_grid_t *g, const tc_range_t *r, uint64_t nodes, uint64_t ppn, unsigned mem,
                    fr_rule_t *out);
 
-/* Write the table: the header of @p meta, then for each collective its
+/* Write the table: the header of @p meta (none when NULL: the rules of a
+ * second memory type below the first's), then for each collective its
  * ranges' rules, each with a comment of the winner's medians at the first
  * and last size and the runner-up. Returns the number of rules written. */
 int tc_write_table(FILE *f, const fr_table_meta_t *meta, const tc_grid_t *g, const tc_policy_t *p,
                    uint64_t nodes, uint64_t ppn, unsigned mem);
 
-/* The CSV of every (candidate, size) that was tried; see docs/tuning.md. */
+/* The CSV of every (candidate, size) that was tried; see docs/tuning.md.
+ * The header row is written only at the start of the file. */
 void tc_write_csv(FILE *f, const tc_grid_t *g, const tc_policy_t *p, int ranks, int nodes, int ppn,
                   const char *mem);
 

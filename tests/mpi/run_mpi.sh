@@ -275,6 +275,22 @@ ok=0
     grep -qE "^fastreduce-tune: [0-9]+ stale ranges? in $tdir/t.tune" "$tdir/check.log" && ok=1
 pass_fail $ok "fastreduce-tune --check: exit $rc, $sampled sampled sizes reported ($(grep -oE '[0-9]+ stale ranges?' "$tdir/check.log"))"
 
+# --memory cuda: without a GPU on every rank (or without CUDA and NCCL built in) it
+# stops at once with exit 2 and the reason; with them it writes cuda rules.
+timeout -k 15 "$TIMEOUT" "${tlaunch[@]}" -n 2 "$TUNER" --memory cuda --budget 8 --max 64K -o "$tdir/c.tune" \
+    </dev/null >"$tdir/cuda.log" 2>&1
+rc=$?
+ok=0
+if grep -q "^fastreduce-tune: --memory cuda: " "$tdir/cuda.log"; then
+    [ "$rc" = 2 ] && [ ! -e "$tdir/c.tune" ] && ok=1
+    what="refused: $(grep -m1 '^fastreduce-tune: --memory cuda: ' "$tdir/cuda.log" | cut -c1-120)"
+else
+    n=$(grep -cE '^(allreduce|bcast) +cuda +1 +2 +[^ ]+ +nccl' "$tdir/c.tune" 2>/dev/null)
+    [ "$rc" = 0 ] && [ "${n:-0}" -ge 2 ] && ok=1
+    what="${n:-0} cuda rules naming NCCL algorithms"
+fi
+pass_fail $ok "fastreduce-tune --memory cuda: exit $rc, $what"
+
 # Every segment was unlinked as soon as it was mapped: nothing of ours is left.
 left=$(ls /dev/shm 2>/dev/null | grep -c '^fastreduce-')
 if [ "$left" = 0 ]; then

@@ -1128,6 +1128,55 @@ Test(tune_choose, write_csv_chosen_follows_tie_rule)
     tc_grid_free(&g);
 }
 
+/* Host and device grids in one table and one CSV (fastreduce-tune with
+ * --memory host,cuda): one header and one CSV header row, host rules then
+ * cuda rules, the proto= of the NCCL candidates kept. */
+Test(tune_choose, two_memory_types_in_one_table_and_csv)
+{
+    tc_grid_t h, d;
+    const uint64_t sz[1] = { 1024 };
+    grid(&h, 1, 1, sz);
+    grid(&d, 2, 1, sz);
+    cand(&h, 0, AR, "ring", 1, NULL);
+    set_full(&h, 0, 0, TC_OK, 10, 10, 10, 10, 10, 3, 1);
+    cand(&d, 0, AR, "nccl", 0, NULL);
+    cand(&d, 1, AR, "nccl_tree", 11, "nccl_tree proto=ll")->proto = FR_PROTO_LL;
+    set_full(&d, 0, 0, TC_OK, 50, 50, 50, 50, 50, 3, 1);
+    set_full(&d, 1, 0, TC_OK, 20, 20, 20, 20, 20, 3, 1);
+    fr_table_meta_t meta = { .version = 1, .nodes = 1, .ppn = 2, .ranks = 2 };
+    snprintf(meta.fingerprint, sizeof meta.fingerprint, "fp");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_eq(tc_write_table(f, &meta, &h, &POL, 1, 2, FR_MEM_HOST), 1);
+    cr_assert_eq(tc_write_table(f, NULL, &d, &POL, 1, 2, FR_MEM_CUDA), 1);
+    fclose(f);
+    char *first = strstr(buf, "# fastreduce tuning table v1");
+    cr_assert(first && !strstr(first + 1, "# fastreduce tuning table v1"), "one header:\n%s", buf);
+    char *hr = strstr(buf, "\nallreduce    host   1      2      *            ring"), *cr = strstr(buf, "nccl_tree proto=ll");
+    cr_assert(hr && cr && hr < cr, "host rule then the cuda rule:\n%s", buf);
+    /* and the table reads back: the cuda rule forces tree/LL */
+    fr_table_t t = { 0 };
+    cr_assert_eq(fr_table_parse(&t, buf, "written", FR_SRC_FILE, NULL, NULL, NULL), FR_SUCCESS);
+    int i = fr_table_match(&t, 0, AR, FR_MEM_CUDA, 1, 2, 1024);
+    cr_assert(i >= 0 && t.rules[i].proto == FR_PROTO_LL && t.rules[i].alg == alg_index(AR, "nccl_tree"));
+    fr_table_free(&t);
+    free(buf);
+
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    tc_write_csv(f, &h, &POL, 2, 1, 2, "host");
+    tc_write_csv(f, &d, &POL, 2, 1, 2, "cuda");
+    fclose(f);
+    first = strstr(buf, "collective,memory,");
+    cr_assert(first == buf && !strstr(buf + 1, "collective,memory,"), "one CSV header:\n%s", buf);
+    cr_assert(strstr(buf, "\nallreduce,host,2,1,2,ring,,1024,ok,") && strstr(buf, "\nallreduce,cuda,2,1,2,nccl_tree,proto=ll,1024,ok,"),
+              "%s", buf);
+    free(buf);
+    tc_grid_free(&h);
+    tc_grid_free(&d);
+}
+
 /* ---- 11. tc_busbw, tc_state_name ----------------------------------------- */
 
 Test(tune_choose, busbw)
