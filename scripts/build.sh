@@ -16,8 +16,11 @@ if [ ! -x configure ] || [ configure.ac -nt configure ] || [ -n "$(find . -name 
 fi
 mkdir -p "build-$mpi"
 cd "build-$mpi"
-if [ ! -f config.status ] || [ ../configure -nt config.status ]; then
+# configure again when configure changed or the arguments differ from last time
+args="MPICC=$mpicc --prefix=$top/build-$mpi/install $*"
+if [ ! -f config.status ] || [ ../configure -nt config.status ] || [ "$(cat .configure-args 2>/dev/null)" != "$args" ]; then
     ../configure MPICC="$mpicc" --prefix="$top/build-$mpi/install" "$@"
+    echo "$args" >.configure-args
 fi
 make -j"$(nproc)" >/dev/null
 echo "build.sh: built build-$mpi"

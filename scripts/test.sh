@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Every test: install what is missing, build with Open MPI and with MPICH, and
-# run `make check` in both. Ends with the line "N passed, M failed".
+# Every test: install what is missing, build with Open MPI (with CUDA and NCCL
+# when found) and with MPICH (without them), and run `make check` in both. Ends with the line "N passed, M failed".
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/deps.sh" || exit 1
 . "$top/scripts/env.sh"
 passed=0; failed=0; status=0
+# Open MPI with CUDA and NCCL where /usr/local/cuda has them, MPICH configured
+# without them: the whole suite runs in both configurations.
 for mpi in openmpi mpich; do
-    echo "=== $mpi: build"
-    if ! "$top/scripts/build.sh" "$mpi"; then
+    extra=(); [ "$mpi" = mpich ] && extra=(--without-cuda --without-nccl)
+    echo "=== $mpi: build${extra[*]:+ (${extra[*]})}"
+    if ! "$top/scripts/build.sh" "$mpi" "${extra[@]}"; then
         echo "=== $mpi: BUILD FAILED"; failed=$((failed + 1)); status=1; continue
     fi
+    grep -E '^#define FR_BUILT_(CUDA|NCCL) ' "$top/build-$mpi/config.h" | sed 's/^#define /    /'
     echo "=== $mpi: make check"
     log="$top/build-$mpi/check.out"
     (cd "$top/build-$mpi" && make check -j1 2>&1) | tee "$log" | grep -E "^(PASS|FAIL|ERROR|XFAIL|SKIP|# )|passed, .* failed|Synthesis" || true
@@ -26,7 +30,7 @@ for mpi in openmpi mpich; do
     # Sum the checks each suite counted: Criterion's synthesis and our plain lines.
     while read -r p f; do passed=$((passed + p)); failed=$((failed + f)); done < <(
         cat "$top/build-$mpi"/tests/unit/*.log 2>/dev/null | sed -n 's/.*Tested: *[0-9]* *| *Passing: *\([0-9]*\) *| *Failing: *\([0-9]*\) *| *Crashing: *\([0-9]*\).*/\1 \2 \3/p' | awk '{print $1, $2+$3}'
-        for l in mpi/run_mpi.sh.log topologies/golden.sh.log plot/test_plot.sh.log; do
+        for l in mpi/run_mpi.sh.log topologies/golden.sh.log plot/test_plot.sh.log gpu/run_gpu.sh.log; do
             grep -E '^[0-9]+ passed, [0-9]+ failed' "$top/build-$mpi/tests/$l" 2>/dev/null | tail -n 1 | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p'
         done
         sed -n 's/^install_check: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$top/build-$mpi/install_check.out")
