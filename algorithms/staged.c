@@ -3,7 +3,8 @@
  * serves a device buffer when NCCL cannot: a build without NCCL, an op
  * NCCL rounds otherwise (integer avg), a communicator whose NCCL set-up
  * failed. It waits for the stream's earlier work and returns when done,
- * also from the *_stream calls. */
+ * also from the *_stream calls; the ranks agree that every one staged its
+ * input (one small MPI_Allreduce) before the host call. */
 #include <string.h>
 #include "comm.h"
 #include "device.h"
@@ -18,15 +19,16 @@ static fr_status_t check(const fr_call_t *call, const struct fr_comm *comm)
 static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
 {
     char *h = fr_device_stage(comm, call->bytes);
-    if (!h) return FR_ERR_NO_MEMORY;
     fr_call_t host = *call;
     host.mem = FR_MEM_HOST;
     host.sendbuf = host.recvbuf = h;
     host.stream = NULL;
     host.async = 0;
     int in = call->coll == FR_COLL_ALLREDUCE || comm->rank == call->root;
-    if (in) FR_CHECK(fr_device_copy(h, call->sendbuf, call->bytes, call->stream));
-    else FR_CHECK(fr_device_sync(call->stream));
+    fr_status_t st = !h ? FR_ERR_NO_MEMORY : in ? fr_device_copy(h, call->sendbuf, call->bytes, call->stream)
+                                               : fr_device_sync(call->stream);
+    /* a rank that cannot stage must not leave the others in the host call */
+    FR_CHECK(fr_agree(comm->mpi, st, "staging a device buffer in host memory"));
     FR_CHECK(fr_dispatch(comm, &host));
     if (call->coll == FR_COLL_BCAST && comm->rank == call->root) return FR_SUCCESS;
     return fr_device_copy(call->recvbuf, h, call->bytes, call->stream);

@@ -24,6 +24,8 @@
 #include "tune.h"
 #include "tune_choose.h"
 #include "tune_device.h"
+#include "device.h"
+#include "log.h"
 
 #define PROG "fastreduce-tune"
 #define MAX_SIZES 160
@@ -350,8 +352,13 @@ static int prepare(tuner_t *T, int c, int s, double rep_s, long *iters, char *wh
     size_t count = T->g.sizes[s] / sizeof(float);
     force(T, k);
     fill(T, k->coll, count);
-    fr_status_t st = to_device(T, count) ? FR_ERR_CUDA : one_call(T, k->coll, count);
-    if (st == FR_SUCCESS && from_device(T, count)) st = FR_ERR_CUDA;
+    /* every rank's copy to the device agreed before the collective: a rank
+     * that skipped it would leave the others waiting */
+    int bad = to_device(T, count), anybad = 0;
+    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    fr_status_t st = anybad ? FR_ERROR(FR_ERR_CUDA, "copying the input to the device failed on a rank")
+                            : one_call(T, k->coll, count);
+    if (st == FR_SUCCESS && from_device(T, count)) st = FR_ERROR(FR_ERR_CUDA, "copying the result back failed");
     long mine[2] = { st != FR_SUCCESS ? 1 : 0, st == FR_SUCCESS ? (long)wrong(T, k->coll, count) : 0 }, all[2];
     MPI_Allreduce(mine, all, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (all[0] || all[1]) {
@@ -924,9 +931,9 @@ int main(int argc, char **argv)
 
     /* device buffers: before the communicator, which binds; the GPU is set here */
     char why[256] = "";
-    int gpus = !T.o.check && (!T.o.mems || (T.o.mems & FR_MEM_CUDA)) ? td_gpus(why, sizeof why) : 0;
-    unsigned mems = T.o.mems ? T.o.mems : FR_MEM_HOST | (gpus ? FR_MEM_CUDA : 0);
-    if ((mems & FR_MEM_CUDA) && !gpus) {
+    int dev = -1;
+    int gpus = !T.o.check && (!T.o.mems || (T.o.mems & FR_MEM_CUDA)) ? td_gpus(&dev, why, sizeof why) : 0;
+    if ((T.o.mems & FR_MEM_CUDA) && !gpus) {
         if (T.rank == 0) fprintf(stderr, PROG ": --memory cuda: %s\n", why);
         MPI_Finalize();
         return 2;
@@ -937,6 +944,19 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 1;
     }
+    /* NCCL now, so that a job NCCL cannot serve (two ranks on one GPU) is
+     * not measured as NCCL: its device calls would all be staged */
+    if (gpus && (fr_device_setup(T.comm, dev) != FR_SUCCESS || T.comm->nccl_state != 1)) {
+        gpus = 0;
+        snprintf(why, sizeof why, "NCCL could not be set up on every rank (see the warning above)");
+        if (T.o.mems & FR_MEM_CUDA) {
+            if (T.rank == 0) fprintf(stderr, PROG ": --memory cuda: %s\n", why);
+            fr_comm_destroy(T.comm);
+            MPI_Finalize();
+            return 2;
+        }
+    }
+    unsigned mems = T.o.mems ? T.o.mems : FR_MEM_HOST | (gpus ? FR_MEM_CUDA : 0);
     T.own = T.comm->table;
     uint64_t sizes[MAX_SIZES];
     int nsizes = tc_sizes(T.o.min, T.o.max, sizeof(float), sizes, MAX_SIZES);

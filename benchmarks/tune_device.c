@@ -7,9 +7,10 @@
 #include <cuda_runtime_api.h>
 #endif
 
-int td_gpus(char *why, size_t len)
+int td_gpus(int *dev, char *why, size_t len)
 {
     int mine = 0, all = 0;
+    *dev = -1;
 #if defined(FR_HAVE_CUDA) && defined(FR_HAVE_NCCL)
     MPI_Comm node;
     int local = 0, n = 0;
@@ -17,7 +18,10 @@ int td_gpus(char *why, size_t len)
     MPI_Comm_rank(node, &local);
     MPI_Comm_free(&node);
     cudaError_t e = cudaGetDeviceCount(&n);
-    if (e == cudaSuccess && n > 0 && cudaSetDevice(local % n) == cudaSuccess) mine = 1;
+    if (e == cudaSuccess && n > 0 && cudaSetDevice(local % n) == cudaSuccess) {
+        mine = 1;
+        *dev = local % n;
+    }
     else (void)cudaGetLastError();
     MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all) snprintf(why, len, "not every rank sees a GPU (here: %s)", e != cudaSuccess ? cudaGetErrorString(e) :

@@ -6,10 +6,10 @@
 
 #include <stddef.h>
 
-/* Collective: pick this rank's GPU (its local rank modulo the GPUs it sees)
- * and return 1 when every rank has one and the build has NCCL, else 0 with
- * the reason in @p why. */
-int td_gpus(char *why, size_t len);
+/* Collective: pick this rank's GPU (its local rank modulo the GPUs it sees,
+ * made current and written to *dev) and return 1 when every rank has one
+ * and the build has NCCL, else 0 with the reason in @p why. */
+int td_gpus(int *dev, char *why, size_t len);
 /* Device memory of @p bytes (NULL on failure), freed by td_free. */
 void *td_alloc(size_t bytes);
 void td_free(void *p);

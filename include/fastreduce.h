@@ -162,7 +162,11 @@ fr_status_t fr_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_com
  * result); the host-staged path waits for @p stream's earlier work and
  * returns when done, and host buffers never touch the stream.
  *
- * Every rank must pass the same kind of memory. Without CUDA built in, a
+ * Every rank must pass the same kind of memory, device buffers on the GPU
+ * of the communicator's first device call (one GPU per rank; ranks sharing
+ * a GPU get the staged path), and not inside the caller's own
+ * ncclGroupStart()/ncclGroupEnd(). An NCCL error leaves NCCL's communicator
+ * unusable on every rank: the job should stop. Without CUDA built in, a
  * device buffer gives FR_ERR_NOT_SUPPORTED.
  *
  * @return as fr_allreduce() / fr_bcast(), and FR_ERR_CUDA when a CUDA or

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE 1 /* dladdr */
 #include "config.h"
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "device.h"
 #include "log.h"
 #include "nccl_plugin.h"
+#include "settings.h"
 #ifdef FR_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -17,44 +19,72 @@
 #include <nccl.h>
 #endif
 
-#ifdef FR_HAVE_CUDA
+/* The memory type, in every build, from the CUDA driver's
+ * cuPointerGetAttribute (as UCX does): a driver call creates no context, and
+ * a process that has not loaded the driver holds no device memory, so host
+ * buffers then cost one check of the loader's count of loaded objects
+ * (dl_iterate_phdr's dlpi_adds, a few ns). The driver is looked up again
+ * whenever that count changed. */
+typedef int (*cu_attr_fn)(void *data, int attribute, unsigned long long ptr);
+static cu_attr_fn cu_attr;
+static unsigned long long seen_adds;
 
-static int ndevices;
-static pthread_once_t count_once = PTHREAD_ONCE_INIT;
-
-/* A process that sees no GPU holds no device pointer: host buffers then
- * cost no CUDA call at all. */
-static void count_devices(void)
+static int adds_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
-    if (cudaGetDeviceCount(&ndevices) != cudaSuccess) {
-        ndevices = 0;
-        (void)cudaGetLastError();
-    }
+    *(unsigned long long *)data = info->dlpi_adds;
+    return 1;
 }
 
-static int attributes(const void *p, struct cudaPointerAttributes *a)
+static cu_attr_fn driver(void)
 {
-    pthread_once(&count_once, count_devices);
-    if (!p || ndevices <= 0) return 0;
-    if (cudaPointerGetAttributes(a, p) != cudaSuccess) {
-        (void)cudaGetLastError();
+    cu_attr_fn f = __atomic_load_n(&cu_attr, __ATOMIC_ACQUIRE);
+    if (f) return f;
+    unsigned long long adds = 0;
+    dl_iterate_phdr(adds_cb, &adds);
+    if (adds == __atomic_load_n(&seen_adds, __ATOMIC_RELAXED)) return NULL;
+    __atomic_store_n(&seen_adds, adds, __ATOMIC_RELAXED);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);  /* (the handle is kept: it pins the driver) */
+    if (h) f = (cu_attr_fn)(uintptr_t)dlsym(h, "cuPointerGetAttribute");
+    if (f) __atomic_store_n(&cu_attr, f, __ATOMIC_RELEASE);
+    return f;
+}
+
+enum { CU_ATTR_MEMORY_TYPE = 2, CU_ATTR_IS_MANAGED = 8, CU_ATTR_DEVICE_ORDINAL = 9, CU_MEMORYTYPE_DEVICE = 2 };
+
+/* 1 when @p p is device (not managed) memory. */
+static int on_device(const void *p)
+{
+    cu_attr_fn f = p ? driver() : NULL;
+    unsigned type = 0;
+    int managed = 0;
+    if (!f || f(&type, CU_ATTR_MEMORY_TYPE, (unsigned long long)(uintptr_t)p) != 0 || type != CU_MEMORYTYPE_DEVICE)
         return 0;
-    }
-    return a->type == cudaMemoryTypeDevice;
+    return !(f(&managed, CU_ATTR_IS_MANAGED, (unsigned long long)(uintptr_t)p) == 0 && managed);
 }
 
 fr_status_t fr_mem_of(const void *p, fr_mem_t *mem)
 {
-    struct cudaPointerAttributes a;
-    *mem = attributes(p, &a) ? FR_MEM_CUDA : FR_MEM_HOST;
+    *mem = on_device(p) ? FR_MEM_CUDA : FR_MEM_HOST;
+#ifndef FR_HAVE_CUDA
+    if (*mem == FR_MEM_CUDA) {
+        *mem = FR_MEM_HOST;
+        return FR_ERROR(FR_ERR_NOT_SUPPORTED, "%p is device memory, and this libfastreduce was built without CUDA "
+                        "(configure --with-cuda=DIR)", p);
+    }
+#endif
     return FR_SUCCESS;
 }
 
 int fr_device_of(const void *p)
 {
-    struct cudaPointerAttributes a;
-    return attributes(p, &a) ? a.device : -1;
+    int dev = -1;
+    if (!on_device(p) || driver()(&dev, CU_ATTR_DEVICE_ORDINAL, (unsigned long long)(uintptr_t)p) != 0) return -1;
+    return dev;
 }
+
+void fr_device_probe(void) { (void)driver(); }
+
+#ifdef FR_HAVE_CUDA
 
 static fr_status_t cuda_status(cudaError_t e, const char *what)
 {
@@ -94,35 +124,6 @@ void *fr_device_stage(struct fr_comm *comm, size_t bytes)
 
 #else /* no CUDA built in */
 
-/* The CUDA driver's cuPointerGetAttribute, when the process has loaded the
- * driver (looked up again at every fr_comm_create: fr_device_probe). */
-typedef int (*cu_attr_fn)(void *data, int attribute, unsigned long long ptr);
-static cu_attr_fn cu_attr;
-
-static void find_driver(void)
-{
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (h) cu_attr = (cu_attr_fn)(uintptr_t)dlsym(h, "cuPointerGetAttribute");
-}
-static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
-
-fr_status_t fr_mem_of(const void *p, fr_mem_t *mem)
-{
-    *mem = FR_MEM_HOST;
-    pthread_once(&driver_once, find_driver);
-    if (!p || !cu_attr) return FR_SUCCESS;
-    enum { ATTR_MEMORY_TYPE = 2, ATTR_IS_MANAGED = 8, MEMORYTYPE_DEVICE = 2 };
-    unsigned type = 0;
-    int managed = 0;
-    if (cu_attr(&type, ATTR_MEMORY_TYPE, (unsigned long long)(uintptr_t)p) != 0 || type != MEMORYTYPE_DEVICE)
-        return FR_SUCCESS;
-    if (cu_attr(&managed, ATTR_IS_MANAGED, (unsigned long long)(uintptr_t)p) == 0 && managed) return FR_SUCCESS;
-    return FR_ERROR(FR_ERR_NOT_SUPPORTED, "%p is device memory, and this libfastreduce was built without CUDA "
-                    "(configure --with-cuda=DIR)", p);
-}
-
-int fr_device_of(const void *p) { return -1; }
-
 static fr_status_t no_cuda(void)
 {
     return FR_ERROR(FR_ERR_NOT_SUPPORTED, "libfastreduce was built without CUDA");
@@ -139,11 +140,24 @@ void *fr_device_stage(struct fr_comm *comm, size_t bytes)
 
 #ifdef FR_HAVE_NCCL
 
-/* NCCL_TUNER_PLUGIN, unless the user chose: our plugin beside this library
- * (the build tree's .libs, or the installed libdir), else by name. */
-static void plugin_env(void)
+/* NCCL_TUNER_PLUGIN: our plugin beside this library (the build tree's
+ * .libs, or the installed libdir), else by name; as FASTREDUCE_NCCL_TUNER
+ * says (auto: not when the user named a tuner, nor a net plugin, which may
+ * carry the platform's own tuner that ours would replace). */
+static void plugin_env(int rank)
 {
-    if (getenv("NCCL_TUNER_PLUGIN")) return;
+    const char *mode = fr_env("FASTREDUCE_NCCL_TUNER");
+    if (mode && strcmp(mode, "auto") && strcmp(mode, "0") && strcmp(mode, "1")) {
+        if (rank == 0) FR_WARN(FR_SUB_NCCL, "FASTREDUCE_NCCL_TUNER=%s is not auto, 0 or 1; using auto", mode);
+        mode = NULL;
+    }
+    if (getenv("NCCL_TUNER_PLUGIN") || (mode && !strcmp(mode, "0"))) return;
+    if ((!mode || !strcmp(mode, "auto")) && getenv("NCCL_NET_PLUGIN")) {
+        if (rank == 0)
+            FR_INFO(FR_SUB_NCCL, "NCCL_NET_PLUGIN is set: NCCL_TUNER_PLUGIN left alone (FASTREDUCE_NCCL_TUNER=1 "
+                    "sets it anyway)");
+        return;
+    }
     Dl_info info;
     char path[4096];
     if (dladdr((void *)(uintptr_t)fr_device_setup, &info) && info.dli_fname &&
@@ -166,37 +180,93 @@ static fr_status_t nccl_status(ncclResult_t r, const char *what)
     return FR_ERROR(FR_ERR_CUDA, "%s: %s (%s)", what, ncclGetErrorString(r), ncclGetLastError(NULL));
 }
 
-/* This rank's part: the GPU, the unique id from rank 0, the communicator. */
-static fr_status_t make_nccl(struct fr_comm *c, int dev, ncclComm_t *out)
+/* The GPU for the communicator: @p dev (the first buffer's), else for
+ * nccl_eager the topology's (the local rank's share of the visible GPUs
+ * when CUDA_VISIBLE_DEVICES renumbers them), else the current one. */
+static fr_status_t pick_gpu(const struct fr_comm *c, int dev, int *out)
 {
     int n = 0;
-    fr_status_t st = cuda_status(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
-    if (st == FR_SUCCESS && n == 0) st = FR_ERROR(FR_ERR_NOT_SUPPORTED, "no GPU is visible to this rank");
-    if (st == FR_SUCCESS && dev < 0) dev = c->gpu >= 0 && c->gpu < n ? c->gpu : -1;
-    if (st == FR_SUCCESS && dev >= 0) st = cuda_status(cudaSetDevice(dev), "cudaSetDevice");
+    FR_CHECK(cuda_status(cudaGetDeviceCount(&n), "cudaGetDeviceCount"));
+    if (n == 0) return FR_ERROR(FR_ERR_NOT_SUPPORTED, "no GPU is visible to this rank");
+    if (dev < 0 && getenv("CUDA_VISIBLE_DEVICES")) dev = c->local_rank % n;
+    if (dev < 0 && c->gpu >= 0 && c->gpu < n) dev = c->gpu;
+    if (dev < 0) FR_CHECK(cuda_status(cudaGetDevice(&dev), "cudaGetDevice"));
+    *out = dev;
+    return FR_SUCCESS;
+}
+
+/* Two ranks of a node on one GPU: NCCL refuses that, and when only some
+ * ranks collide the others wait inside NCCL's set-up for good; so the ranks
+ * compare their GPUs' PCI bus ids first. */
+static fr_status_t gpus_distinct(const struct fr_comm *c, int dev)
+{
+    char mine[32] = "", *all = calloc((size_t)c->local_size, sizeof mine);
+    if (!all) return FR_ERROR(FR_ERR_NO_MEMORY, "no memory for the GPUs' bus ids");
+    fr_status_t st = cuda_status(cudaDeviceGetPCIBusId(mine, (int)sizeof mine, dev), "cudaDeviceGetPCIBusId");
+    if (PMPI_Allgather(mine, (int)sizeof mine, MPI_CHAR, all, (int)sizeof mine, MPI_CHAR, c->node_comm) != MPI_SUCCESS)
+        st = FR_ERROR(FR_ERR_MPI, "MPI_Allgather of the GPUs' bus ids failed");
+    for (int i = 0; st == FR_SUCCESS && i < c->local_size; i++)
+        if (i != c->local_rank && !strcmp(all + i * sizeof mine, mine))
+            st = FR_ERROR(FR_ERR_NOT_SUPPORTED, "local ranks %d and %d share the GPU at %s (NCCL needs one GPU per "
+                          "rank)", i < c->local_rank ? i : c->local_rank, i < c->local_rank ? c->local_rank : i, mine);
+    free(all);
+    return st;
+}
+
+/* This rank's part: the GPU, the unique id from rank 0, the communicator;
+ * every step agreed, so no rank enters NCCL's set-up alone. */
+static fr_status_t make_nccl(struct fr_comm *c, int dev, ncclComm_t *out)
+{
+    const char *nb = getenv("NCCL_COMM_BLOCKING");
+    fr_status_t st = nb && !strcmp(nb, "0") ?
+        FR_ERROR(FR_ERR_NOT_SUPPORTED, "NCCL_COMM_BLOCKING=0: fastreduce uses blocking NCCL communicators") :
+        pick_gpu(c, dev, &dev);
+    if (st == FR_SUCCESS) st = cuda_status(cudaSetDevice(dev), "cudaSetDevice");
     FR_CHECK(fr_agree(c->mpi, st, "NCCL set-up (a GPU on every rank)"));
+    FR_CHECK(fr_agree(c->mpi, gpus_distinct(c, dev), "NCCL set-up (one GPU per rank)"));
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     if (c->rank == 0) st = nccl_status(ncclGetUniqueId(&id), "ncclGetUniqueId");
     if (PMPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, c->mpi) != MPI_SUCCESS)
         return FR_ERROR(FR_ERR_MPI, "MPI_Bcast of the NCCL unique id failed");
     FR_CHECK(fr_agree(c->mpi, st, "ncclGetUniqueId"));
-    plugin_env();
+    plugin_env(c->rank);
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 1;
+    *out = NULL;
     st = nccl_status(ncclCommInitRankConfig(out, c->size, id, c->rank, &cfg), "ncclCommInitRankConfig");
+    /* a failed init leaves a communicator behind; aborting it before agreeing
+     * also closes its sockets, so a peer still inside NCCL's set-up fails
+     * instead of waiting */
+    if (st != FR_SUCCESS && *out) {
+        ncclCommAbort(*out);
+        *out = NULL;
+    }
     fr_status_t all = fr_agree(c->mpi, st, "ncclCommInitRankConfig");
-    if (all != FR_SUCCESS && st == FR_SUCCESS) {
+    if (all != FR_SUCCESS && *out) {
         ncclCommAbort(*out);
         *out = NULL;
     }
     return all;
 }
 
+/* The CUDA driver's current context, to leave a process that had none
+ * without one (restoring "device 0" would make one there). */
+static int has_context(void)
+{
+    typedef int (*cu_ctx_fn)(void **ctx);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), *ctx = NULL;
+    cu_ctx_fn f = h ? (cu_ctx_fn)(uintptr_t)dlsym(h, "cuCtxGetCurrent") : NULL;
+    int yes = f && f(&ctx) == 0 && ctx;
+    if (h) dlclose(h);
+    return yes;
+}
+
 fr_status_t fr_device_setup(struct fr_comm *c, int dev)
 {
     if (c->nccl_state) return FR_SUCCESS;
     int saved = -1;
-    if (cudaGetDevice(&saved) != cudaSuccess) {
+    if (has_context() && cudaGetDevice(&saved) != cudaSuccess) {
         saved = -1;
         (void)cudaGetLastError();
     }
@@ -221,9 +291,11 @@ fr_status_t fr_device_setup(struct fr_comm *c, int dev)
     c->nccl_tuned = all;
     if (c->rank == 0 && !all)
         FR_WARN(FR_SUB_NCCL, "NCCL_TUNER_PLUGIN=%s did not load fastreduce's tuner plugin on every rank: rules "
-                "naming nccl_ring or nccl_tree fall to the next rule", getenv("NCCL_TUNER_PLUGIN"));
-    FR_INFO(FR_SUB_NCCL, "NCCL communicator of %d ranks ready%s", c->size,
-            all ? ", steered by fastreduce's tuner plugin" : "");
+                "naming nccl_ring or nccl_tree fall to the next rule", getenv("NCCL_TUNER_PLUGIN") ?
+                getenv("NCCL_TUNER_PLUGIN") : "(unset)");
+    if (c->rank == 0)
+        FR_INFO(FR_SUB_NCCL, "NCCL communicator of %d ranks ready%s", c->size,
+                all ? ", steered by fastreduce's tuner plugin" : "");
     return FR_SUCCESS;
 }
 
@@ -239,13 +311,6 @@ fr_status_t fr_device_setup(struct fr_comm *c, int dev)
 
 #endif
 
-void fr_device_probe(void)
-{
-#ifndef FR_HAVE_CUDA
-    pthread_once(&driver_once, find_driver);
-    if (!cu_attr) find_driver();
-#endif
-}
 
 void fr_device_destroy(struct fr_comm *c)
 {

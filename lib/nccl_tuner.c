@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "comm.h"
 #include "log.h"
 #include "nccl_plugin.h"
@@ -29,6 +30,7 @@ typedef struct {
     frn_logger_t log;
     fr_table_t   rules;        /* FASTREDUCE_TUNE's, then FASTREDUCE_TUNE_FILE's */
     int          warned;       /* an unsupported forced entry was reported */
+    int          info;         /* NCCL's or our INFO is on: per-call lines are worth formatting */
 } ctx_t;
 
 /* One line to NCCL's logger (subsystem TUNING) and to fastreduce's. */
@@ -61,7 +63,14 @@ static int cuda_rules(const fr_table_t *t)
     return n;
 }
 
-static frn_result_t init_common(size_t nranks, size_t nnodes, frn_logger_t log, void **out)
+static int nccl_info_on(void)
+{
+    const char *d = getenv("NCCL_DEBUG");
+    return d && (!strcasecmp(d, "INFO") || !strcasecmp(d, "TRACE"));
+}
+
+/* @p ppn: the most ranks on one node when NCCL says (v5), else 0 */
+static frn_result_t init_common(size_t nranks, size_t nnodes, size_t ppn, frn_logger_t log, void **out)
 {
     fr_log_init();
     fr_nccl_plugin_note_init();
@@ -75,7 +84,8 @@ static frn_result_t init_common(size_t nranks, size_t nnodes, frn_logger_t log, 
     c->log = log;
     c->nranks = nranks;
     c->nnodes = nnodes ? nnodes : 1;
-    c->ppn = (c->nranks + c->nnodes - 1) / c->nnodes;
+    c->ppn = ppn ? ppn : (c->nranks + c->nnodes - 1) / c->nnodes;
+    c->info = nccl_info_on() || FR_LOG_ON(FR_LOG_INFO, FR_SUB_NCCL);
     const char *tune = fr_env("FASTREDUCE_TUNE"), *file = fr_env("FASTREDUCE_TUNE_FILE");
     if (tune) fr_table_parse(&c->rules, tune, "FASTREDUCE_TUNE", FR_SRC_TUNE, diag, c, NULL);
     if (file && fr_table_parse_file(&c->rules, file, diag, c, NULL) != FR_SUCCESS)
@@ -149,9 +159,9 @@ static frn_result_t get_coll_info(void *ctx, int coll, size_t nbytes, int num_pi
     if (!c || !cost || !decide(c, coll, nbytes, &algo, &proto, why, sizeof why)) return FRN_SUCCESS;
     static const char *const pnames[] = { "LL", "LL128", "Simple" };
     if (algo == FR_NCCL_ALGO_NCCL) {
-        plog(c, NULL, FRN_LOG_INFO, "%s of %zu bytes: NCCL's own choice (%s)", coll_name(coll), nbytes, why);
+        if (c->info) plog(c, NULL, FRN_LOG_INFO, "%s of %zu bytes: NCCL's own choice (%s)", coll_name(coll), nbytes, why);
     } else if (force(cost, num_algo, num_proto, algo, proto, &p)) {
-        plog(c, NULL, FRN_LOG_INFO, "%s of %zu bytes: %s/%s forced (%s)", coll_name(coll), nbytes,
+        if (c->info) plog(c, NULL, FRN_LOG_INFO, "%s of %zu bytes: %s/%s forced (%s)", coll_name(coll), nbytes,
              fr_nccl_algo_name(algo), pnames[p], why);
     } else if (!__atomic_exchange_n(&c->warned, 1, __ATOMIC_RELAXED)) {
         plog(c, NULL, FRN_LOG_WARN, "%s of %zu bytes: %s%s%s asked (%s), which NCCL cannot run here; NCCL's own "
@@ -178,13 +188,16 @@ static frn_result_t finish(void *ctx)
 static frn_result_t init_v5(void **ctx, uint64_t comm_id, size_t nranks, size_t nnodes, frn_logger_t log,
                             frn_nvl_domain_v5_t *nvl, frn_constants_v5_t *constants)
 {
-    (void)comm_id, (void)nvl, (void)constants;
-    return init_common(nranks, nnodes, log, ctx);
+    (void)comm_id, (void)constants;
+    /* NCCL 2.28 fills the NVLink domain summary with its nodes and local ranks */
+    size_t ppn = nvl && nvl->maxRanksPerNvlDomain > 0 && nvl->nNvlDomains == (int)nnodes ?
+                 (size_t)nvl->maxRanksPerNvlDomain : 0;
+    return init_common(nranks, nnodes, ppn, log, ctx);
 }
 
 static frn_result_t init_v4(size_t nranks, size_t nnodes, frn_logger_t log, void **ctx)
 {
-    return init_common(nranks, nnodes, log, ctx);
+    return init_common(nranks, nnodes, 0, log, ctx);
 }
 
 const frn_tuner_v5_t ncclTunerPlugin_v5 = { "fastreduce", init_v5, get_coll_info, finish };

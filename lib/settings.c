@@ -33,6 +33,9 @@ const fr_setting_t fr_settings[] = {
     {"FASTREDUCE_TOPO_XML", "", FR_SET_STRING,
      "read the node's topology from this hwloc XML file instead of the machine (also HWLOC_XMLFILE)"},
     {"FASTREDUCE_SHM_SIZE", "8M", FR_SET_SIZE, "bytes of shared-memory data area per rank of a node"},
+    {"FASTREDUCE_NCCL_TUNER", "auto", FR_SET_STRING,
+     "point NCCL_TUNER_PLUGIN at fastreduce's plugin before its first NCCL communicator: auto (unless "
+     "NCCL_TUNER_PLUGIN or NCCL_NET_PLUGIN is set), 1 (unless NCCL_TUNER_PLUGIN is set), 0 (never)"},
 };
 const int fr_nsettings = sizeof fr_settings / sizeof fr_settings[0];
 

@@ -844,7 +844,7 @@ static fr_status_t algo_rule(parse_ctx_t *c, int coll, int alg, int item)
     fr_rule_t r;
     memset(&r, 0, sizeof r);
     r.coll = coll;
-    r.mem = FR_MEM_ALL;
+    r.mem = fr_algs[alg]->mem_types & FR_MEM_ALL;  /* ring forced for host buffers, nccl_ring for device ones */
     r.nodes.hi = r.ppn.hi = r.bytes.hi = FR_INF;
     r.alg = alg;
     r.src = FR_SRC_ALGO;

@@ -28,13 +28,12 @@ launch() {  # launch NP LOG ARGS...
     local q=(); [ "$QUICK" = 1 ] && q=(--quick)
     timeout -k 15 "${FR_TEST_TIMEOUT:-600}" "${l[@]}" -n "$np" "$BIN" "${q[@]}" "$@" </dev/null >"$log" 2>&1
 }
-launch 1 "$LOGDIR/probe.log" --algo default --quick
+launch 1 "$LOGDIR/probe.log" --probe
 rc=$?
 if [ $rc = 77 ]; then
     grep -m1 '^SKIP' "$LOGDIR/probe.log" || echo "SKIP: tests/gpu: no GPU"
     exit 77
 fi
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 for np in 1 2 3; do
     for algo in default nccl nccl_ring nccl_tree staged; do
         log="$LOGDIR/np$np-$algo.log"
@@ -46,14 +45,16 @@ for np in 1 2 3; do
         # which algorithm rank 0 says served the device calls
         want=$algo
         [ "$algo" = default ] && want=nccl
-        [ "$np" -gt "${ngpu:-0}" ] && want=staged     # NCCL refuses two ranks on one GPU
+        # fewer GPUs than ranks on the node: two ranks share one, NCCL is not set up
+        read -r ngpu nlocal < <(sed -nE 's/^test_device: ([0-9]+) GPU\(s\) visible, ([0-9]+) rank\(s\) on the node$/\1 \2/p' "$log")
+        [ "${nlocal:-1}" -gt "${ngpu:-0}" ] && want=staged
         served=$(grep -cE ":0 fastreduce INFO #[0-9]+ (allreduce|bcast) [0-9]+ bytes .* -> $want \(" "$log")
         if [ "$rc" = 0 ] && [ -n "$line" ] && [ "${f:-1}" = 0 ] && [ "$served" -gt 0 ]; then
             echo "PASS: np=$np --algo $algo: $line; $served calls served by $want"
         else
             echo "FAIL: np=$np --algo $algo: exit $rc, ${line:-no summary}, $served calls served by $want  log: $log"
             grep -E '^FAIL' "$log" | head -20 | sed 's/^/    /'
-            [ "$served" -gt 0 ] || fail=$((fail + 1))
+            fail=$((fail + 1))
         fi
     done
 done

@@ -45,6 +45,7 @@ static void load(void)
 {
     logbuf[0] = '\0';
     nwarn = 0;
+    setenv("NCCL_DEBUG", "INFO", 1);   /* the per-call lines are formatted only when someone reads them */
     lib = dlopen(FR_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
     cr_assert_not_null(lib, "dlopen %s: %s", FR_PLUGIN_PATH, dlerror());
     v5 = dlsym(lib, "ncclTunerPlugin_v5");
@@ -92,7 +93,8 @@ static int pick(float t[NA][NP], int na, int *algo, int *proto)
 static void *init5(size_t nranks, size_t nnodes)
 {
     void *ctx = NULL;
-    frn_nvl_domain_v5_t nvl = { (int)nnodes, (int)(nranks / nnodes), (int)(nranks / nnodes) };
+    int per = (int)((nranks + nnodes - 1) / nnodes);
+    frn_nvl_domain_v5_t nvl = { (int)nnodes, per, per };
     cr_assert_eq(v5->init(&ctx, 0x1234, nranks, nnodes, logger, &nvl, NULL), FRN_SUCCESS);
     cr_assert_not_null(ctx);
     return ctx;
@@ -336,6 +338,36 @@ Test(tuner, v4_and_v3_entry_points)
     cr_assert_eq(memcmp(before, t, sizeof t), 0);
     cr_assert_eq(v4->destroy(c4), FRN_SUCCESS);
     cr_assert_eq(v3->destroy(c3), FRN_SUCCESS);
+}
+
+/* v5: the ranks per node come from NCCL's NVLink-domain summary (the most
+ * local ranks), not from ranks / nodes, which differs on uneven nodes. */
+Test(tuner, v5_ppn_from_nvl_domains)
+{
+    table_file("# fastreduce tuning table v1\n"
+               "allreduce cuda 2 6 * nccl_ring proto=simple\n"
+               "allreduce cuda 2 4 * nccl_tree\n");
+    void *ctx = NULL;
+    frn_nvl_domain_v5_t nvl = { 2, 2, 6 };   /* 8 ranks: 6 on one node, 2 on the other */
+    cr_assert_eq(v5->init(&ctx, 7, 8, 2, logger, &nvl, NULL), FRN_SUCCESS);
+    expect(ctx, FRN_FUNC_ALLREDUCE, 4096, FRN_ALGO_RING, FRN_PROTO_SIMPLE);
+    v5->finalize(ctx);
+    cr_assert_eq(v5->init(&ctx, 7, 8, 2, logger, NULL, NULL), FRN_SUCCESS);  /* no summary: 8 / 2 */
+    expect(ctx, FRN_FUNC_ALLREDUCE, 4096, FRN_ALGO_TREE, FRN_PROTO_LL);
+    v5->finalize(ctx);
+}
+
+/* Nobody reading INFO (no NCCL_DEBUG, FASTREDUCE_DEBUG at WARN): the choice
+ * is forced all the same, and no per-call line is written. */
+Test(tuner, quiet_without_info)
+{
+    unsetenv("NCCL_DEBUG");
+    table_file(RULES);
+    void *ctx = init5(8, 1);
+    logbuf[0] = '\0';
+    expect(ctx, FRN_FUNC_ALLREDUCE, 100000, FRN_ALGO_RING, FRN_PROTO_LL128);
+    cr_assert_eq(logbuf[0], '\0', "%s", logbuf);
+    v5->finalize(ctx);
 }
 
 /* No context, no table, no logger: still success, nothing written. */

@@ -447,7 +447,9 @@ static void expect_algo_rule(const fr_rule_t *r, int coll, const char *name, int
 {
     cr_assert_eq(r->coll, coll);
     cr_assert_eq(r->alg, alg(coll, name));
-    cr_assert_eq(r->mem, ALLMEM);
+    /* the memory of the forced algorithm: ring for host buffers, nccl_ring for device ones */
+    cr_assert_eq(r->mem, fr_algs[r->alg]->mem_types);
+    cr_assert_eq(r->mem, strncmp(name, "nccl", 4) && strcmp(name, "staged") ? FR_MEM_HOST : FR_MEM_CUDA, "%s", name);
     expect_range(r->nodes, 0, FR_INF);
     expect_range(r->ppn, 0, FR_INF);
     expect_range(r->bytes, 0, FR_INF);
@@ -477,6 +479,15 @@ Test(algo, single_name)
     cr_assert_eq(fr_table_parse_algo(&t, "binomial", rec, &d, &nbad), FR_SUCCESS);
     cr_assert_eq(t.n, 1);
     expect_algo_rule(&t.rules[0], FR_COLL_BCAST, "binomial", 1);
+    fr_table_free(&t);
+
+    /* a device algorithm forced applies to device buffers only */
+    cr_assert_eq(fr_table_parse_algo(&t, "nccl_ring", rec, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 2);
+    expect_algo_rule(&t.rules[0], FR_COLL_ALLREDUCE, "nccl_ring", 1);
+    expect_algo_rule(&t.rules[1], FR_COLL_BCAST, "nccl_ring", 1);
+    cr_assert_eq(fr_table_match(&t, 0, FR_COLL_ALLREDUCE, FR_MEM_HOST, 1, 2, 64), -1);
+    cr_assert_eq(fr_table_match(&t, 0, FR_COLL_ALLREDUCE, FR_MEM_CUDA, 1, 2, 64), 0);
     fr_table_free(&t);
     cr_assert_eq(d.n, 0);
 
