@@ -29,7 +29,7 @@ QUICK=${FASTREDUCE_TEST_QUICK:-0}
 [ "$QUICK" = 0 ] && QUICK=
 EXTRA=${FR_MPIEXEC_FLAGS:-}
 
-for p in test_coll test_args test_select test_bind; do
+for p in test_coll test_args test_select test_bind test_fakedev; do
     if [ ! -x "$BIN/$p" ]; then
         echo "run_mpi.sh: $BIN/$p not found (build with make check, or set top_builddir)" >&2
         exit 99
@@ -144,6 +144,10 @@ for np in 1 2 3; do
 done
 for np in 2 3 4; do
     run_one "$np" "" test_select
+done
+# device pointers without a GPU, through a stand-in CUDA driver
+for np in 1 3; do
+    run_one "$np" "FR_TEST_FAKE_CUDA=$BIN/fakecuda/libcuda.so.1" test_fakedev
 done
 # The hierarchical algorithms on faked nodes (FASTREDUCE_NODE_SIZE), with
 # our UCX traffic on TCP sockets (FASTREDUCE_UCX_TLS: UCX_TLS would also steer MPICH's
