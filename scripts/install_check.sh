@@ -27,5 +27,13 @@ for a in $algos; do
         fi
     done
 done
+# NCCL's tuner plugin is installed beside the library, exporting its three entry points and nothing else
+plugin="$prefix/lib/libnccl-tuner-fastreduce.so"
+syms=$(nm -D --defined-only "$plugin" 2>/dev/null | awk '$2 ~ /^[A-Za-z]$/ {print $3}' | sort | tr '\n' ' ')
+if [ "$syms" = "ncclTunerPlugin_v3 ncclTunerPlugin_v4 ncclTunerPlugin_v5 " ]; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1)); echo "FAIL: $plugin exports '${syms:-nothing (missing?)}'"
+fi
 echo "install_check: $passed passed, $failed failed"
 [ $failed -eq 0 ]
