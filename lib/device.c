@@ -2,7 +2,6 @@
 #define _GNU_SOURCE 1 /* dladdr */
 #include "config.h"
 #include <dlfcn.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,33 +19,28 @@
 #endif
 
 /* The memory type, in every build, from the CUDA driver's
- * cuPointerGetAttribute (as UCX does): a driver call creates no context, and
- * a process that has not loaded the driver holds no device memory, so host
- * buffers then cost one check of the loader's count of loaded objects
- * (dl_iterate_phdr's dlpi_adds, a few ns). The driver is looked up again
- * whenever that count changed. */
+ * cuPointerGetAttribute (as UCX does; a driver call creates no context).
+ * The driver library is opened once, at the first fr_comm_create or call
+ * (opening it initialises nothing on the GPU): a node without it cannot
+ * hold device memory, and its host buffers then cost nothing more than a
+ * test of a pointer; where it exists, a host buffer costs one driver call. */
 typedef int (*cu_attr_fn)(void *data, int attribute, unsigned long long ptr);
 static cu_attr_fn cu_attr;
-static unsigned long long seen_adds;
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 
-static int adds_cb(struct dl_phdr_info *info, size_t size, void *data)
+int fr_cuda_driver;
+
+static void open_driver(void)
 {
-    *(unsigned long long *)data = info->dlpi_adds;
-    return 1;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);  /* (kept open for the process) */
+    if (h) cu_attr = (cu_attr_fn)(uintptr_t)dlsym(h, "cuPointerGetAttribute");
+    __atomic_store_n(&fr_cuda_driver, cu_attr != NULL, __ATOMIC_RELEASE);
 }
 
 static cu_attr_fn driver(void)
 {
-    cu_attr_fn f = __atomic_load_n(&cu_attr, __ATOMIC_ACQUIRE);
-    if (f) return f;
-    unsigned long long adds = 0;
-    dl_iterate_phdr(adds_cb, &adds);
-    if (adds == __atomic_load_n(&seen_adds, __ATOMIC_RELAXED)) return NULL;
-    __atomic_store_n(&seen_adds, adds, __ATOMIC_RELAXED);
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);  /* (the handle is kept: it pins the driver) */
-    if (h) f = (cu_attr_fn)(uintptr_t)dlsym(h, "cuPointerGetAttribute");
-    if (f) __atomic_store_n(&cu_attr, f, __ATOMIC_RELEASE);
-    return f;
+    pthread_once(&driver_once, open_driver);
+    return cu_attr;
 }
 
 enum { CU_ATTR_MEMORY_TYPE = 2, CU_ATTR_IS_MANAGED = 8, CU_ATTR_DEVICE_ORDINAL = 9, CU_MEMORYTYPE_DEVICE = 2 };

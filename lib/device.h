@@ -13,9 +13,17 @@
  * process has loaded it) is refused with FR_ERR_NOT_SUPPORTED. */
 fr_status_t fr_mem_of(const void *p, fr_mem_t *mem);
 
-/* Built without CUDA: look again for a CUDA driver the process may have
- * loaded since (fr_comm_create calls it); a no-op otherwise. */
+/* Open the CUDA driver library, if the node has one, to tell device
+ * memory (once per process; fr_comm_create calls it). */
 void fr_device_probe(void);
+/* 1 once fr_device_probe found the driver: without it no pointer is device
+ * memory, and the calls skip fr_mem_of. */
+extern int fr_cuda_driver;
+static inline fr_status_t fr_mem_of_fast(const void *p, fr_mem_t *mem)
+{
+    *mem = FR_MEM_HOST;
+    return __atomic_load_n(&fr_cuda_driver, __ATOMIC_RELAXED) ? fr_mem_of(p, mem) : FR_SUCCESS;
+}
 
 /* Collective (every rank at the same call): the NCCL communicator of
  * @p comm, made once (the first device call, or fr_comm_create with

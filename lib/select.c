@@ -226,8 +226,8 @@ static fr_status_t prepare_allreduce(const void *sendbuf, void *recvbuf, size_t 
     }
     fr_mem_t mem = FR_MEM_HOST, smem = FR_MEM_HOST;
     if (count > 0) {
-        FR_CHECK(fr_mem_of(recvbuf, &mem));
-        if (!inplace) FR_CHECK(fr_mem_of(sendbuf, &smem));
+        FR_CHECK(fr_mem_of_fast(recvbuf, &mem));
+        if (!inplace) FR_CHECK(fr_mem_of_fast(sendbuf, &smem));
         else smem = mem;
         if (smem != mem)
             return FR_ERROR(FR_ERR_INVALID_ARG, "fr_allreduce: sendbuf is %s memory and recvbuf %s memory; both "
@@ -248,7 +248,7 @@ static fr_status_t prepare_bcast(void *buf, size_t count, fr_dtype_t dtype, int 
         return FR_ERROR(FR_ERR_ROOT, "fr_bcast: root %d is not a rank of this %d-rank communicator", root, comm->size);
     if (count > 0 && !buf) return FR_ERROR(FR_ERR_NULL_POINTER, "fr_bcast: buf is NULL with count %zu", count);
     fr_mem_t mem = FR_MEM_HOST;
-    if (count > 0) FR_CHECK(fr_mem_of(buf, &mem));
+    if (count > 0) FR_CHECK(fr_mem_of_fast(buf, &mem));
     *call = (fr_call_t){.coll = FR_COLL_BCAST, .sendbuf = buf, .recvbuf = buf, .count = count, .bytes = bytes,
                         .dtype = dtype, .op = FR_SUM, .root = root, .mem = mem};
     return FR_SUCCESS;
