@@ -112,6 +112,8 @@ const fr_alg_t *fr_select_choose(struct fr_comm *comm, fr_call_t *call, int *rul
  * line, the communicator's sequence number, avg's division of host
  * buffers; the NCCL set-up at the first device call). */
 fr_status_t fr_dispatch(struct fr_comm *comm, fr_call_t *call);
+/* The algorithm of this thread's last fr_dispatch ("" before any). */
+const char *fr_last_algorithm(void);
 
 /* Validate a handle: FR_SUCCESS or FR_ERR_BAD_COMM with a message. */
 fr_status_t fr_comm_check(const struct fr_comm *comm);

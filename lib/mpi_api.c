@@ -117,6 +117,13 @@ typedef struct cached {
 
 static int comm_key = MPI_KEYVAL_INVALID, self_key = MPI_KEYVAL_INVALID;
 static cached_t *cache_list;
+static unsigned long n_created, n_freed;  /* fr_comm_t made and destroyed for MPI communicators */
+
+void fr_mpi_cache_counts(unsigned long *created, unsigned long *freed)
+{
+    *created = n_created;
+    *freed = n_freed;
+}
 
 static void unlink_entry(cached_t *e)
 {
@@ -128,7 +135,10 @@ static int comm_delete(MPI_Comm c, int key, void *val, void *extra)
 {
     cached_t *e = val;
     (void)c; (void)key; (void)extra;
-    if (e->comm) fr_comm_destroy(e->comm);
+    if (e->comm) {
+        fr_comm_destroy(e->comm);
+        n_freed++;
+    }
     unlink_entry(e);
     free(e);
     return MPI_SUCCESS;
@@ -140,7 +150,7 @@ static void destroy_from(cached_t *e)
 {
     if (!e) return;
     destroy_from(e->next);
-    if (e->comm) { fr_comm_destroy(e->comm); e->comm = NULL; }
+    if (e->comm) { fr_comm_destroy(e->comm); e->comm = NULL; n_freed++; }
 }
 
 static int self_delete(MPI_Comm c, int key, void *val, void *extra)
@@ -169,6 +179,8 @@ static fr_comm_t cached_comm(MPI_Comm mc)
     if (fr_comm_create(mc, NULL, &e->comm) != FR_SUCCESS) {
         FR_WARN(FR_SUB_INIT, "FR_* calls on this communicator go to MPI: %s", fr_last_error());
         e->comm = NULL; /* remembered: not retried */
+    } else {
+        n_created++;
     }
     e->next = cache_list;
     cache_list = e;
@@ -199,26 +211,53 @@ static int to_mpi_error(fr_status_t st)
     }
 }
 
-int FR_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+/* See mpi_api.h. */
+int fr_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                     fr_mpi_served_t *how)
 {
     int dt = fr_dtype_from_mpi(datatype);
     int fop = op == MPI_SUM ? FR_SUM : op == MPI_PROD ? FR_PROD : op == MPI_MIN ? FR_MIN : op == MPI_MAX ? FR_MAX : -1;
-    fr_comm_t fc;
-    if (dt < 0 || fop < 0 || count < 0 || !usable(comm) || !(fc = cached_comm(comm)))
-        return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    fr_comm_t fc = NULL;
+    const char *why = dt < 0 ? "datatype" : fop < 0 ? "op" : count < 0 ? "count" : !usable(comm) ?
+                      "communicator" : !(fc = cached_comm(comm)) ? "fastreduce declined the communicator" : NULL;
+    if (how) *how = (fr_mpi_served_t){ .served = !why, .what = why };
+    if (why) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     const void *s = sendbuf == MPI_IN_PLACE ? FR_IN_PLACE : sendbuf;
-    return to_mpi_error(fr_allreduce(s, recvbuf, (size_t)count, (fr_dtype_t)dt, (fr_op_t)fop, fc));
+    fr_status_t st = fr_allreduce(s, recvbuf, (size_t)count, (fr_dtype_t)dt, (fr_op_t)fop, fc);
+    if (how) {
+        how->what = fr_last_algorithm();
+        how->bytes = (double)count * (double)fr_dtype_size((fr_dtype_t)dt);
+        how->nranks = fc->size;
+    }
+    return to_mpi_error(st);
+}
+
+int fr_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, fr_mpi_served_t *how)
+{
+    int ni, na, nd, combiner, size = 0;
+    fr_comm_t fc = NULL;
+    const char *why = count < 0 ? "count" : !usable(comm) ? "communicator" :
+        PMPI_Type_get_envelope(datatype, &ni, &na, &nd, &combiner) != MPI_SUCCESS || combiner != MPI_COMBINER_NAMED ||
+        PMPI_Type_size(datatype, &size) != MPI_SUCCESS || size <= 0 ? "datatype" :
+        !(fc = cached_comm(comm)) ? "fastreduce declined the communicator" : NULL;
+    if (how) *how = (fr_mpi_served_t){ .served = !why, .what = why };
+    if (why) return PMPI_Bcast(buffer, count, datatype, root, comm);
+    /* A predefined type is contiguous: broadcast its bytes. */
+    fr_status_t st = fr_bcast(buffer, (size_t)count * (size_t)size, FR_UINT8, root, fc);
+    if (how) {
+        how->what = fr_last_algorithm();
+        how->bytes = (double)count * size;
+        how->nranks = fc->size;
+    }
+    return to_mpi_error(st);
+}
+
+int FR_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+{
+    return fr_mpi_allreduce(sendbuf, recvbuf, count, datatype, op, comm, NULL);
 }
 
 int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
-    int ni, na, nd, combiner, size = 0;
-    fr_comm_t fc;
-    if (count < 0 || !usable(comm) ||
-        PMPI_Type_get_envelope(datatype, &ni, &na, &nd, &combiner) != MPI_SUCCESS ||
-        combiner != MPI_COMBINER_NAMED || PMPI_Type_size(datatype, &size) != MPI_SUCCESS || size <= 0 ||
-        !(fc = cached_comm(comm)))
-        return PMPI_Bcast(buffer, count, datatype, root, comm);
-    /* A predefined type is contiguous: broadcast its bytes. */
-    return to_mpi_error(fr_bcast(buffer, (size_t)count * (size_t)size, FR_UINT8, root, fc));
+    return fr_mpi_bcast(buffer, count, datatype, root, comm, NULL);
 }

@@ -254,6 +254,10 @@ static fr_status_t prepare_bcast(void *buf, size_t count, fr_dtype_t dtype, int 
     return FR_SUCCESS;
 }
 
+static __thread const char *last_alg = "";
+
+const char *fr_last_algorithm(void) { return last_alg; }
+
 /* See comm.h. */
 fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
 {
@@ -277,6 +281,7 @@ fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
                 call->coll == FR_COLL_BCAST ? " from root" : "", a->name, why);
     }
     fr_status_t st = a->run(call, comm);
+    last_alg = a->name;  /* (after the run: a staged call's host call has set its own) */
     /* (device algorithms average themselves: NCCL's avg, or the staged path's host call) */
     if (st == FR_SUCCESS && call->coll == FR_COLL_ALLREDUCE && call->mem == FR_MEM_HOST)
         fr_avg_finish(call->recvbuf, call->count, call->dtype, call->op, comm->size);

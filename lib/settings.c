@@ -33,6 +33,11 @@ const fr_setting_t fr_settings[] = {
     {"FASTREDUCE_TOPO_XML", "", FR_SET_STRING,
      "read the node's topology from this hwloc XML file instead of the machine (also HWLOC_XMLFILE)"},
     {"FASTREDUCE_SHM_SIZE", "8M", FR_SET_SIZE, "bytes of shared-memory data area per rank of a node"},
+    {"FASTREDUCE_DISABLE", "0", FR_SET_INT,
+     "1: libfastreduce-mpi.so passes every MPI_Allreduce and MPI_Bcast to the MPI library unchanged"},
+    {"FASTREDUCE_STATS", "0", FR_SET_INT,
+     "1: libfastreduce-mpi.so prints, at MPI_Finalize on rank 0, its calls per collective and algorithm "
+     "(or why they went to MPI): calls, bytes, total and mean time, busbw"},
     {"FASTREDUCE_NCCL_TUNER", "auto", FR_SET_STRING,
      "point NCCL_TUNER_PLUGIN at fastreduce's plugin before its first NCCL communicator: auto (unless "
      "NCCL_TUNER_PLUGIN or NCCL_NET_PLUGIN is set), 1 (unless NCCL_TUNER_PLUGIN is set), 0 (never)"},

@@ -35,5 +35,20 @@ if [ "$syms" = "ncclTunerPlugin_v3 ncclTunerPlugin_v4 ncclTunerPlugin_v5 " ]; th
 else
     failed=$((failed + 1)); echo "FAIL: $plugin exports '${syms:-nothing (missing?)}'"
 fi
+# The interposer from the prefix, LD_PRELOADed under a program built with the MPI compiler alone
+if $mpicc -o "$prefix/mpi_program" "$top/tests/mpi/mpi_program.c"; then
+    flags=(); [[ $mpiexec == mpirun* ]] && flags=(--oversubscribe --bind-to none)
+    plain=$(timeout 300 $mpiexec "${flags[@]}" -n 2 "$prefix/mpi_program" 2>/dev/null | sort | md5sum)
+    pre=$(timeout 300 $mpiexec "${flags[@]}" -n 2 env LD_PRELOAD="$prefix/lib/libfastreduce-mpi.so" FASTREDUCE_STATS=1 \
+          "$prefix/mpi_program" 2>"$prefix/preload.err" | sort | md5sum)
+    if [ "$plain" = "$pre" ] && grep -qE 'fastreduce STATS allreduce +fr ' "$prefix/preload.err"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1)); echo "FAIL: LD_PRELOAD=$prefix/lib/libfastreduce-mpi.so: results differ or nothing served"
+        tail -5 "$prefix/preload.err"
+    fi
+else
+    failed=$((failed + 1)); echo "FAIL: building tests/mpi/mpi_program.c with $mpicc"
+fi
 echo "install_check: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -29,7 +29,7 @@ QUICK=${FASTREDUCE_TEST_QUICK:-0}
 [ "$QUICK" = 0 ] && QUICK=
 EXTRA=${FR_MPIEXEC_FLAGS:-}
 
-for p in test_coll test_args test_select test_bind test_fakedev; do
+for p in test_coll test_args test_select test_bind test_fakedev mpi_program mpi_program_linked; do
     if [ ! -x "$BIN/$p" ]; then
         echo "run_mpi.sh: $BIN/$p not found (build with make check, or set top_builddir)" >&2
         exit 99
@@ -193,6 +193,61 @@ for np in 3 4; do
     RUN_WRAP="$SRCDIR/mpi/hostid_wrap.sh" run_one "$np" "" test_coll --quick
 done
 
+pass_fail() {  # pass_fail OK "what"
+    if [ "$1" = 1 ]; then echo "PASS: $2"; total_pass=$((total_pass + 1))
+    else echo "FAIL: $2"; total_fail=$((total_fail + 1)); launch_fail=$((launch_fail + 1)); fi
+}
+
+# The PMPI interposer under an ordinary MPI program (mpi/mpi_program.c): run
+# plain, with LD_PRELOAD=libfastreduce-mpi.so (set for the program only, not
+# the launcher) and linked with it, the results must be the same, line for
+# line (sorted: split communicators print from several ranks), and
+# FASTREDUCE_STATS=1 must show calls served by fastreduce and calls passed
+# to MPI, and every communicator cached for a freed one destroyed.
+PRELOAD=$(cd "$top_builddir/lib/.libs" 2>/dev/null && pwd)/libfastreduce-mpi.so
+idir="$LOGDIR/interpose"
+rm -rf "$idir"; mkdir -p "$idir"
+ilaunch() {  # ilaunch NP OUT ERR [VAR=value ...] -- PROGRAM ARGS...
+    local np=$1 out=$2 err=$3; shift 3
+    local envs=() l=("$MPIEXEC")
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    [ "$FLAVOR" = openmpi ] && l+=(--oversubscribe --mca btl "self,vader" --bind-to none -x FASTREDUCE_TUNE_PATH)
+    env "${envs[@]}" timeout -k 15 "$TIMEOUT" "${l[@]}" -n "$np" "$@" </dev/null >"$out" 2>"$err"
+}
+for np in 2 3; do
+    ilaunch $np "$idir/plain$np.out" "$idir/plain$np.err" -- "$BIN/mpi_program"
+    rc1=$?
+    ilaunch $np "$idir/pre$np.out" "$idir/pre$np.err" -- env FASTREDUCE_STATS=1 LD_PRELOAD="$PRELOAD" "$BIN/mpi_program"
+    rc2=$?
+    ilaunch $np "$idir/link$np.out" "$idir/link$np.err" -- env FASTREDUCE_STATS=1 "$BIN/mpi_program_linked"
+    rc3=$?
+    lines=$(grep -c ' same on all ranks$' "$idir/plain$np.out")
+    bad=$(cat "$idir"/{plain,pre,link}$np.out | grep -cv ' ok [0-9a-f]\{16\} same on all ranks$')
+    same=0
+    cmp -s <(sort "$idir/plain$np.out") <(sort "$idir/pre$np.out") && cmp -s <(sort "$idir/plain$np.out") <(sort "$idir/link$np.out") && same=1
+    ok=0; [ "$rc1$rc2$rc3" = 000 ] && [ "$lines" -gt 1000 ] && [ "$bad" = 0 ] && [ "$same" = 1 ] && ok=1
+    pass_fail $ok "interposer np=$np: $lines results, identical plain / LD_PRELOAD / linked: $same, lines not ok: $bad (exit $rc1 $rc2 $rc3)"
+    for how in pre link; do
+        st="$idir/$how$np.err"
+        served=$(grep -cE 'fastreduce STATS (allreduce|bcast) +fr +[a-z_]+ +[0-9]+ +[1-9]' "$st")
+        passed=$(grep -cE 'fastreduce STATS (allreduce|bcast) +MPI +(op|datatype) ' "$st")
+        counts=$(sed -nE 's/.*fastreduce communicators: ([0-9]+) made, ([0-9]+) freed before MPI_Finalize$/\1 \2/p' "$st")
+        ok=0; [ "$served" -ge 2 ] && [ "$passed" -ge 2 ] && [ -n "$counts" ] && [ $((${counts% *} - ${counts#* })) = 1 ] && ok=1
+        pass_fail $ok "interposer np=$np ($how) FASTREDUCE_STATS: $served served and $passed passed-on kinds of call; communicators made/freed: ${counts:-none}"
+    done
+done
+# FASTREDUCE_DISABLE=1: a pass-through; the error handler gets an MPI class
+ilaunch 2 "$idir/off.out" "$idir/off.err" -- env FASTREDUCE_DISABLE=1 FASTREDUCE_STATS=1 LD_PRELOAD="$PRELOAD" "$BIN/mpi_program"
+rc=$?
+nfr=$(grep -cE 'fastreduce STATS (allreduce|bcast) +fr ' "$idir/off.err")
+ndis=$(grep -cE 'fastreduce STATS (allreduce|bcast) +MPI +FASTREDUCE_DISABLE=1 ' "$idir/off.err")
+ok=0; [ "$rc" = 0 ] && cmp -s <(sort "$idir/plain2.out") <(sort "$idir/off.out") && [ "$nfr" = 0 ] && [ "$ndis" -ge 2 ] && ok=1
+pass_fail $ok "interposer FASTREDUCE_DISABLE=1: same results, $nfr kinds served by fastreduce, $ndis passed as disabled"
+ilaunch 2 "$idir/err.out" "$idir/err.err" -- env LD_PRELOAD="$PRELOAD" "$BIN/mpi_program" --errors
+ok=0; grep -qE "^errors: .* returned class ([0-9]+) \(MPI_ERR_BUFFER is \1\); the error handler saw class \1$" "$idir/err.out" && ok=1
+pass_fail $ok "interposer: a failed served call goes to the communicator's error handler: $(cat "$idir/err.out")"
+
 # The logger: FASTREDUCE_DEBUG=INFO into FASTREDUCE_DEBUG_FILE, one file per
 # process (%h host, %p pid), rank 0's naming each call's algorithm.
 dbg="$LOGDIR/debug-file"
@@ -209,10 +264,6 @@ fi
 
 # The autotuner, for real: a short run at np=2 writes a table and its CSV;
 # a second job loads the table and its calls follow its rules.
-pass_fail() {  # pass_fail OK "what"
-    if [ "$1" = 1 ]; then echo "PASS: $2"; total_pass=$((total_pass + 1))
-    else echo "FAIL: $2"; total_fail=$((total_fail + 1)); launch_fail=$((launch_fail + 1)); fi
-}
 TUNER=$top_builddir/benchmarks/fastreduce-tune
 OSU=$top_builddir/benchmarks/fr_osu_allreduce
 tdir="$LOGDIR/tune"
