@@ -248,6 +248,30 @@ ilaunch 2 "$idir/err.out" "$idir/err.err" -- env LD_PRELOAD="$PRELOAD" "$BIN/mpi
 ok=0; grep -qE "^errors: .* returned class ([0-9]+) \(MPI_ERR_BUFFER is \1\); the error handler saw class \1$" "$idir/err.out" && ok=1
 pass_fail $ok "interposer: a failed served call goes to the communicator's error handler: $(cat "$idir/err.out")"
 
+# The Horovod-style trainer (examples/trainer): 3 epochs at 2 and 3 ranks on
+# both backends, fusion buffers of 8 KiB (3 allreduces a step): the loss falls,
+# the parameters end bit-identical on every rank, and the backends' final
+# losses agree within 1e-4 relative (sums in another order, and avg's one
+# division against the mpi backend's, change the last bits).
+TRAINER=$top_builddir/examples/trainer/fr_trainer
+tdata="$LOGDIR/trainer.data"
+for np in 2 3; do
+    for be in fastreduce mpi; do
+        mk=(--data "$tdata"); [ "$np$be" = 2fastreduce ] && mk=(--make-data "$tdata")
+        ilaunch $np "$LOGDIR/trainer-$np-$be.out" "$LOGDIR/trainer-$np-$be.err" -- \
+            "$TRAINER" "${mk[@]}" --epochs 3 --fusion 8192 --backend $be
+    done
+    f=$LOGDIR/trainer-$np-fastreduce.out m=$LOGDIR/trainer-$np-mpi.out
+    read -r lf l1f < <(sed -nE 's/^fr_trainer: final loss ([0-9.]+) \(first epoch ([0-9.]+)\); parameters bit-identical on all ranks: yes$/\1 \2/p' "$f")
+    read -r lm l1m < <(sed -nE 's/^fr_trainer: final loss ([0-9.]+) \(first epoch ([0-9.]+)\); parameters bit-identical on all ranks: yes$/\1 \2/p' "$m")
+    epochs=$(grep -cE '^epoch [0-9]+: loss [0-9.]+ accuracy [0-9.]+ \| [0-9.]+ s on rank 0: data [0-9.]+%, compute [0-9.]+%, communication [0-9.]+% \(.*\); fastreduce: 8192 B -> [a-z_]+, 5648 B -> [a-z_]+$' "$f")
+    ok=0
+    [ -n "$lf" ] && [ -n "$lm" ] && [ "$epochs" = 3 ] &&
+        awk -v a="$lf" -v b="$l1f" -v c="$lm" 'BEGIN { d = a - c; if (d < 0) d = -d; exit !(a < b && d <= 1e-4 * c) }' && ok=1
+    pass_fail $ok "trainer np=$np: loss ${l1f:-?} -> ${lf:-?} (fastreduce), ${l1m:-?} -> ${lm:-?} (mpi), $epochs epoch lines with the time split"
+    grep -E '^epoch' "$f" | sed 's/^/    /'
+done
+
 # The logger: FASTREDUCE_DEBUG=INFO into FASTREDUCE_DEBUG_FILE, one file per
 # process (%h host, %p pid), rank 0's naming each call's algorithm.
 dbg="$LOGDIR/debug-file"
