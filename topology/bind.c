@@ -2,6 +2,7 @@
  * the NIC UCX and NCCL are told to use, and the FASTREDUCE_REPORT_BINDINGS
  * line. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,46 @@ static int bind_mode(void)
     return m;
 }
 
+/* The machine's topology, discovered once and shared by the communicators
+ * that hold it (discovery is most of fr_comm_create's time: about 100 ms of
+ * 150 on the 2-core VM); freed with the last of them. A topology from an XML
+ * file (FASTREDUCE_TOPO_XML, HWLOC_XMLFILE) is read for each communicator. */
+static pthread_mutex_t topo_lock = PTHREAD_MUTEX_INITIALIZER;
+static fr_topo_t *machine;
+static int machine_refs;
+static int bound;   /* this process's affinity was set by a communicator */
+
+static int from_xml(void)
+{
+    return fr_env("FASTREDUCE_TOPO_XML") || (getenv("HWLOC_XMLFILE") && *getenv("HWLOC_XMLFILE"));
+}
+
+static fr_status_t topo_get(fr_topo_t **t, int *held)
+{
+    *held = 0;
+    if (from_xml()) return fr_topo_load(NULL, t);
+    fr_status_t st = FR_SUCCESS;
+    pthread_mutex_lock(&topo_lock);
+    if (!machine) st = fr_topo_load(NULL, &machine);
+    if (machine) {
+        machine_refs++;
+        *held = 1;
+    }
+    *t = machine;
+    pthread_mutex_unlock(&topo_lock);
+    return st;
+}
+
+void fr_topo_release(void)
+{
+    pthread_mutex_lock(&topo_lock);
+    if (machine_refs > 0 && --machine_refs == 0) {
+        fr_topo_free(machine);
+        machine = NULL;
+    }
+    pthread_mutex_unlock(&topo_lock);
+}
+
 static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
 {
     int local = 0, nlocal = 1, mode = bind_mode();
@@ -92,16 +133,20 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
     int unbound = affinity(before, sizeof before);
 
     fr_topo_t *t = NULL;
-    if (fr_topo_load(NULL, &t) != FR_SUCCESS)
+    int held = 0;
+    if (topo_get(&t, &held) != FR_SUCCESS)
         FR_WARN(FR_SUB_TOPO, "cannot read the topology (%s); no binding", fr_last_error());
+    out->topo_held = held;
+    /* drop an XML topology when done; the machine's stays with the communicator */
+#define TOPO_DONE() do { if (!held) fr_topo_free(t); } while (0)
     if (t) snprintf(out->fingerprint, sizeof out->fingerprint, "%s", t->fingerprint);
     int g = my_gpu(t, local);
     int *gpus = malloc((size_t)nlocal * sizeof *gpus);
-    if (!gpus) { fr_topo_free(t); return FR_ERROR(FR_ERR_NO_MEMORY, "binding: out of memory"); }
+    if (!gpus) { TOPO_DONE(); return FR_ERROR(FR_ERR_NO_MEMORY, "binding: out of memory"); }
     /* Every rank of the node plans with every rank's GPU. */
     if (PMPI_Allgather(&g, 1, MPI_INT, gpus, 1, MPI_INT, node_comm) != MPI_SUCCESS) {
         free(gpus);
-        fr_topo_free(t);
+        TOPO_DONE();
         return FR_ERROR(FR_ERR_MPI, "binding: MPI_Allgather failed");
     }
     /* auto: keep a launcher's binding; else bind near the GPUs if any */
@@ -121,9 +166,14 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
             why = " (not bound: the topology is an XML file, not this machine)";
             FR_WARN(FR_SUB_TOPO, "FASTREDUCE_BIND=%s ignored: topology %s is not this machine",
                     fr_bind_mode_name(eff), t->source);
+        } else if (eff != FR_BIND_NONE && __atomic_load_n(&bound, __ATOMIC_RELAXED)) {
+            /* a later communicator (a split, a dup) keeps the first one's binding */
+            why = " (kept: bound at this process's first communicator)";
         } else if (eff != FR_BIND_NONE && set_affinity(t, r) != FR_SUCCESS) {
             why = " (binding failed)";
             FR_WARN(FR_SUB_TOPO, "%s", fr_last_error());
+        } else if (eff != FR_BIND_NONE) {
+            __atomic_store_n(&bound, 1, __ATOMIC_RELAXED);
         }
         if (mode == FR_BIND_AUTO && !unbound) why = " (kept the launcher's binding)";
     } else if (t) {
@@ -145,7 +195,8 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
             out->gpu, out->nic[0] ? out->nic : "none", why);
     fr_plan_free(&plan);
     free(gpus);
-    fr_topo_free(t);
+    TOPO_DONE();
+#undef TOPO_DONE
     return FR_SUCCESS;
 }
 

@@ -125,6 +125,19 @@ int main(int argc, char **argv)
     st = fr_allreduce(&x, &y, 1, FR_INT64, FR_SUM, comm);
     TU_CHECK(st == FR_SUCCESS && y == (int64_t)tu.size * (tu.size + 1) / 2, "allreduce: %s, sum %lld",
              tu_status(st), (long long)y);
+    /* A later communicator over a part of the ranks (as an MPI program's
+     * split, through the interposer) keeps the first one's binding. */
+    tu_begin("a second communicator, on a split, keeps the binding");
+    MPI_Comm half;
+    MPI_Comm_split(MPI_COMM_WORLD, tu.rank % 2, tu.rank, &half);
+    fr_comm_t second = NULL;
+    st = fr_comm_create(half, NULL, &second);
+    cpu_set_t again;
+    sched_getaffinity(0, sizeof again, &again);
+    TU_CHECK(st == FR_SUCCESS && CPU_EQUAL(&again, &after), "fr_comm_create: %s; affinity %s", tu_status(st),
+             CPU_EQUAL(&again, &after) ? "unchanged" : "CHANGED");
+    if (second) fr_comm_destroy(second);
+    MPI_Comm_free(&half);
     fr_comm_destroy(comm);
     MPI_Comm_free(&node);
     int rc = tu_finish();
