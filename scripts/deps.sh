@@ -3,7 +3,8 @@
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
       openmpi-bin libopenmpi-dev mpich libmpich-dev
-      libucx-dev ucx-utils libhwloc-dev hwloc libcriterion-dev gnuplot-nox)
+      libucx-dev ucx-utils libhwloc-dev hwloc libcriterion-dev gnuplot-nox
+      python3 python3-venv python3-dev)
 [ "${FR_DEPS_EXTRA:-}" ] && pkgs+=($FR_DEPS_EXTRA)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: install what is missing, build with Open MPI (with CUDA and NCCL
-# when found) and with MPICH (without them), and run `make check` in both. Ends with the line "N passed, M failed".
+# when found) and with MPICH (without them), run `make check` in both, the
+# Python package's tests (Open MPI build), and make distcheck. Ends with the line "N passed, M failed".
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/deps.sh" || exit 1
@@ -35,6 +36,12 @@ for mpi in openmpi mpich; do
         done
         sed -n 's/^install_check: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$top/build-$mpi/install_check.out")
 done
+if [ -x "$top/build-openmpi/lib/.libs/libfastreduce.so" ] || [ -e "$top/build-openmpi/lib/.libs/libfastreduce.so" ]; then
+    echo "=== python: the fastreduce package under mpirun (Open MPI build; numpy, pytest, mpi4py from PyPI)"
+    "$top/scripts/test_python.sh" "$top/build-openmpi" mpicc mpirun | tee "$top/build-openmpi/python.out" | grep -E "^(FAIL|python)" || status=1
+    read -r p f < <(sed -n 's/^python: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$top/build-openmpi/python.out")
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
+fi
 if [ "${FR_SKIP_DISTCHECK:-0}" != 1 ]; then
     echo "=== make distcheck (Open MPI, quick tests)"
     if (cd "$top/build-openmpi" && FASTREDUCE_TEST_QUICK=1 make distcheck >distcheck.out 2>&1); then

@@ -1,0 +1,111 @@
+"""pytest under mpirun (2 and 3 ranks): every rank runs every test in the
+same order; expected values are computed on every rank from every rank's
+input, never with fastreduce or MPI."""
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import fastreduce as fr
+
+W = MPI.COMM_WORLD
+ME, NP = W.Get_rank(), W.Get_size()
+
+
+@pytest.fixture(scope="module")
+def comm():
+    c = fr.Comm(W)
+    yield c
+    c.free()
+
+
+def inputs(dtype, n, r):
+    return ((np.arange(n) * 7 + r * 3) % 11).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32",
+                                   "float64"])
+@pytest.mark.parametrize("op", ["sum", "prod", "min", "max", "avg"])
+@pytest.mark.parametrize("n", [0, 1, 7, 1000, 65537])
+def test_allreduce(comm, dtype, op, n):
+    mine = inputs(dtype, n, ME)
+    every = [inputs(dtype, n, r) for r in range(NP)]
+    if op in ("sum", "avg"):
+        want = np.sum(np.stack(every).astype(np.float64), axis=0) if n else np.zeros(0)
+        want = want / NP if op == "avg" else want
+    elif op == "prod":
+        want = np.prod(np.stack(every).astype(np.float64), axis=0) if n else np.zeros(0)
+    else:
+        want = (np.min if op == "min" else np.max)(np.stack(every), axis=0) if n else np.zeros(0)
+    if np.dtype(dtype).kind in "iu":
+        if op == "avg":   # C division of the (wrapped) sum, truncating toward zero
+            s = np.sum(np.stack(every).astype(np.int64), axis=0) if n else np.zeros(0, np.int64)
+            want = (np.trunc(s / NP)).astype(np.int64)
+        want = np.asarray(want).astype(np.int64).astype(dtype)
+    else:
+        want = np.asarray(want).astype(dtype)
+    out = np.full(n, 99, dtype=dtype)
+    got = comm.allreduce(mine, out, op=op)
+    assert got is out
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(mine, inputs(dtype, n, ME))   # sendbuf untouched
+    inplace = inputs(dtype, n, ME)
+    comm.allreduce(inplace, op=op)
+    np.testing.assert_array_equal(inplace, want)
+
+
+@pytest.mark.parametrize("n", [0, 1, 1000, 100003])
+def test_bcast_every_root(comm, n):
+    for root in range(NP):
+        buf = np.arange(n, dtype=np.float32) + root if ME == root else np.zeros(n, np.float32)
+        comm.bcast(buf, root=root)
+        np.testing.assert_array_equal(buf, np.arange(n, dtype=np.float32) + root)
+
+
+def test_buffer_protocol(comm):
+    b = bytearray(bytes([ME + 1]) * 10)        # uint8 through the buffer protocol
+    comm.allreduce(b, op="sum")
+    assert bytes(b) == bytes([NP * (NP + 1) // 2]) * 10
+    out = bytearray(4)
+    comm.allreduce(bytes([1, 2, 3, 4]), out)   # a read-only sendbuf
+    assert list(out) == [NP, 2 * NP, 3 * NP, 4 * NP]
+    a = memoryview(np.full(5, ME, dtype=np.int64))
+    comm.allreduce(a, op="max")
+    assert list(a) == [NP - 1] * 5
+
+
+def test_bad_input(comm):
+    with pytest.raises(fr.ArgumentError, match="op 'xor'"):
+        comm.allreduce(np.zeros(3, np.float32), op="xor")
+    with pytest.raises(fr.ArgumentError, match="read-only"):
+        comm.allreduce(b"abc")
+    with pytest.raises(fr.ArgumentError, match="not contiguous"):
+        comm.allreduce(np.zeros((4, 4), np.float32)[:, 1])
+    with pytest.raises(fr.ArgumentError, match="element type"):
+        comm.allreduce(np.zeros(3, np.complex64))
+    with pytest.raises(fr.ArgumentError, match="differ"):
+        comm.allreduce(np.zeros(3, np.float32), np.zeros(4, np.float32))
+    with pytest.raises(fr.ArgumentError, match="FR_ERR_ROOT"):
+        comm.bcast(np.zeros(3, np.float32), root=NP)
+    with pytest.raises(fr.ArgumentError, match="MPI.Comm"):
+        fr.Comm("world")
+    # after all that, the communicator still works
+    x = np.ones(4, np.int32)
+    comm.allreduce(x)
+    assert (x == NP).all()
+
+
+def test_split_communicator():
+    sub = W.Split(ME % 2, ME)
+    with fr.Comm(sub) as c:
+        x = np.array([ME], np.int64)
+        c.allreduce(x)
+        assert x[0] == sum(r for r in range(NP) if r % 2 == ME % 2)
+        assert c.size == sub.Get_size() and c.rank == sub.Get_rank()
+    with pytest.raises(fr.FastReduceError, match="freed"):
+        c.allreduce(np.zeros(1, np.int32))
+    sub.Free()
+
+
+def test_algorithm_query(comm):
+    a = comm.allreduce_algorithm(1 << 20)
+    assert isinstance(a, str) and a
