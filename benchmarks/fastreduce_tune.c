@@ -23,7 +23,7 @@
 #include "comm.h"
 #include "tune.h"
 #include "tune_choose.h"
-#include "tune_device.h"
+#include "bench_device.h"
 #include "device.h"
 #include "log.h"
 
@@ -296,12 +296,12 @@ static fr_status_t one_call(tuner_t *T, int coll, size_t count)
 static int to_device(tuner_t *T, size_t count)
 {
     if (T->mem != FR_MEM_CUDA) return 0;
-    return td_copy(T->dsbuf, T->sbuf, count * sizeof(float)) | td_copy(T->drbuf, T->rbuf, count * sizeof(float));
+    return bd_copy(T->dsbuf, T->sbuf, count * sizeof(float)) | bd_copy(T->drbuf, T->rbuf, count * sizeof(float));
 }
 
 static int from_device(tuner_t *T, size_t count)
 {
-    return T->mem == FR_MEM_CUDA ? td_copy(T->rbuf, T->drbuf, count * sizeof(float)) : 0;
+    return T->mem == FR_MEM_CUDA ? bd_copy(T->rbuf, T->drbuf, count * sizeof(float)) : 0;
 }
 
 static void fill(tuner_t *T, int coll, size_t count)
@@ -932,7 +932,7 @@ int main(int argc, char **argv)
     /* device buffers: before the communicator, which binds; the GPU is set here */
     char why[256] = "";
     int dev = -1;
-    int gpus = !T.o.check && (!T.o.mems || (T.o.mems & FR_MEM_CUDA)) ? td_gpus(&dev, why, sizeof why) : 0;
+    int gpus = !T.o.check && (!T.o.mems || (T.o.mems & FR_MEM_CUDA)) ? bd_gpus(&dev, why, sizeof why) : 0;
     if ((T.o.mems & FR_MEM_CUDA) && !gpus) {
         if (T.rank == 0) fprintf(stderr, PROG ": --memory cuda: %s\n", why);
         MPI_Finalize();
@@ -964,8 +964,8 @@ int main(int argc, char **argv)
     T.sbuf = malloc(bytes);
     T.rbuf = malloc(bytes);
     if (mems & FR_MEM_CUDA) {
-        T.dsbuf = td_alloc(bytes);
-        T.drbuf = td_alloc(bytes);
+        T.dsbuf = bd_alloc(bytes);
+        T.drbuf = bd_alloc(bytes);
     }
     int ok = nsizes && T.sbuf && T.rbuf && (!(mems & FR_MEM_CUDA) || (T.dsbuf && T.drbuf)), all_ok;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -1047,8 +1047,8 @@ done:
     T.comm->table = T.own;
     free(T.sbuf);
     free(T.rbuf);
-    td_free(T.dsbuf);
-    td_free(T.drbuf);
+    bd_free(T.dsbuf);
+    bd_free(T.drbuf);
     tc_grid_free(&T.g);
     for (int i = 0; i < T.ng; i++) tc_grid_free(&T.gs[i]);
     fr_comm_destroy(T.comm);

@@ -1,9 +1,7 @@
 /* Shared driver of the osu-style benchmarks; see osu_common.h and docs/benchmarks.md. */
 #include "config.h"
 #include "osu_common.h"
-#ifdef FR_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include "bench_device.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -187,14 +185,10 @@ void osu_poison(void *buf, size_t bytes)
 
 static void copy(void *dst, const void *src, size_t bytes)
 {
-#ifdef FR_HAVE_CUDA
-    if (bytes && cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) != cudaSuccess) {
-        fprintf(stderr, "fr_osu: cudaMemcpy of %zu bytes failed\n", bytes);
+    if (bd_copy(dst, src, bytes)) {
+        fprintf(stderr, "fr_osu: copying %zu bytes to or from the device failed\n", bytes);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-#else
-    memcpy(dst, src, bytes);
-#endif
 }
 
 static void osu_upload_bytes(osu_ctx_t *c, size_t bytes)
@@ -759,21 +753,16 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
  * device copies of the host buffers. */
 static void device_buffers(osu_ctx_t *c, size_t bytes)
 {
-#ifdef FR_HAVE_CUDA
-    MPI_Comm node;
-    int local = 0, ndev = 0;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_rank(node, &local);
-    MPI_Comm_free(&node);
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) die("-d cuda", "no GPU is visible");
-    if (cudaSetDevice(local % ndev) != cudaSuccess || cudaMalloc(&c->sbuf, bytes ? bytes : 1) != cudaSuccess ||
-        cudaMalloc(&c->rbuf, bytes ? bytes : 1) != cudaSuccess)
+    char why[160];
+    int dev;
+    if (!bd_pick_gpu(&dev, why, sizeof why)) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "no GPU is visible (%s)", why);
+        die("-d cuda", msg);
+    }
+    if (!(c->sbuf = bd_alloc(bytes)) || !(c->rbuf = bd_alloc(bytes)))
         die("cudaMalloc", "cannot allocate the device buffers");
     osu_upload_bytes(c, bytes);
-#else
-    (void)c, (void)bytes;
-    die("-d cuda", "this build has no CUDA");
-#endif
 }
 
 int osu_main(int argc, char **argv, const osu_coll_t *coll)
@@ -880,9 +869,7 @@ int osu_main(int argc, char **argv, const osu_coll_t *coll)
     fflush(stdout);
 
     fr_comm_destroy(main_comm);
-#ifdef FR_HAVE_CUDA
-    if (o.device) { cudaFree(c.sbuf); cudaFree(c.rbuf); }
-#endif
+    if (o.device) { bd_free(c.sbuf); bd_free(c.rbuf); }
     free(c.hs);
     free(c.hr);
     MPI_Finalize();

@@ -25,7 +25,9 @@
  * hold device memory, and its host buffers then cost nothing more than a
  * test of a pointer; where it exists, a host buffer costs one driver call. */
 typedef int (*cu_attr_fn)(void *data, int attribute, unsigned long long ptr);
+typedef int (*cu_ctx_fn)(void **ctx);
 static cu_attr_fn cu_attr;
+static cu_ctx_fn cu_ctx_current;
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 
 int fr_cuda_driver;
@@ -33,7 +35,10 @@ int fr_cuda_driver;
 static void open_driver(void)
 {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);  /* (kept open for the process) */
-    if (h) cu_attr = (cu_attr_fn)(uintptr_t)dlsym(h, "cuPointerGetAttribute");
+    if (h) {
+        cu_attr = (cu_attr_fn)(uintptr_t)dlsym(h, "cuPointerGetAttribute");
+        cu_ctx_current = (cu_ctx_fn)(uintptr_t)dlsym(h, "cuCtxGetCurrent");
+    }
     __atomic_store_n(&fr_cuda_driver, cu_attr != NULL, __ATOMIC_RELEASE);
 }
 
@@ -248,12 +253,9 @@ static fr_status_t make_nccl(struct fr_comm *c, int dev, ncclComm_t *out)
  * without one (restoring "device 0" would make one there). */
 static int has_context(void)
 {
-    typedef int (*cu_ctx_fn)(void **ctx);
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), *ctx = NULL;
-    cu_ctx_fn f = h ? (cu_ctx_fn)(uintptr_t)dlsym(h, "cuCtxGetCurrent") : NULL;
-    int yes = f && f(&ctx) == 0 && ctx;
-    if (h) dlclose(h);
-    return yes;
+    void *ctx = NULL;
+    (void)driver();
+    return cu_ctx_current && cu_ctx_current(&ctx) == 0 && ctx;
 }
 
 fr_status_t fr_device_setup(struct fr_comm *c, int dev)

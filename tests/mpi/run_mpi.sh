@@ -56,6 +56,16 @@ launch_fail=0
 nlaunch=0
 summary_re='^test_[a-z]+ np=[0-9]+: [0-9]+ passed, [0-9]+ failed$'
 
+# launcher VAR...: LAUNCH=(the launcher and, for Open MPI, its flags, with
+# -x for each variable named)
+launcher() {
+    LAUNCH=("$MPIEXEC")
+    [ "$FLAVOR" = openmpi ] || return 0
+    LAUNCH+=(--oversubscribe --mca btl "self,vader" --bind-to none)
+    local v
+    for v in "$@"; do LAUNCH+=(-x "$v"); done
+}
+
 # run_one NP "VAR=value ..." PROGRAM ARGS...
 run_one() {
     local np=$1 envs=$2 prog=$3
@@ -67,14 +77,11 @@ run_one() {
           "${args:+-${args//[^A-Za-z0-9]/_}}")
     local log="$LOGDIR/$tag.log"
     last_log=$log
-    local launcher=("$MPIEXEC")
-    local e
-    if [ "$FLAVOR" = openmpi ]; then
-        launcher+=(--oversubscribe --mca btl "self,vader" --bind-to none)
-        for e in $envs; do launcher+=(-x "${e%%=*}"); done
-    fi
+    local e names=()
+    for e in $envs; do names+=("${e%%=*}"); done
+    launcher "${names[@]}"
     # shellcheck disable=SC2206
-    launcher+=($EXTRA -n "$np")
+    local launcher=("${LAUNCH[@]}" $EXTRA -n "$np")
     local t0=$SECONDS rc
     # shellcheck disable=SC2086
     env $envs timeout -k 15 "$TIMEOUT" "${launcher[@]}" ${RUN_WRAP:-} "$BIN/$prog" $args </dev/null >"$log" 2>&1
@@ -209,11 +216,11 @@ idir="$LOGDIR/interpose"
 rm -rf "$idir"; mkdir -p "$idir"
 ilaunch() {  # ilaunch NP OUT ERR [VAR=value ...] -- PROGRAM ARGS...
     local np=$1 out=$2 err=$3; shift 3
-    local envs=() l=("$MPIEXEC")
+    local envs=()
     while [ "$1" != -- ]; do envs+=("$1"); shift; done
     shift
-    [ "$FLAVOR" = openmpi ] && l+=(--oversubscribe --mca btl "self,vader" --bind-to none -x FASTREDUCE_TUNE_PATH)
-    env "${envs[@]}" timeout -k 15 "$TIMEOUT" "${l[@]}" -n "$np" "$@" </dev/null >"$out" 2>"$err"
+    launcher FASTREDUCE_TUNE_PATH
+    env "${envs[@]}" timeout -k 15 "$TIMEOUT" "${LAUNCH[@]}" -n "$np" "$@" </dev/null >"$out" 2>"$err"
 }
 for np in 2 3; do
     ilaunch $np "$idir/plain$np.out" "$idir/plain$np.err" -- "$BIN/mpi_program"
@@ -292,9 +299,8 @@ TUNER=$top_builddir/benchmarks/fastreduce-tune
 OSU=$top_builddir/benchmarks/fr_osu_allreduce
 tdir="$LOGDIR/tune"
 rm -rf "$tdir"; mkdir -p "$tdir"
-tlaunch=("$MPIEXEC")
-[ "$FLAVOR" = openmpi ] && tlaunch+=(--oversubscribe --mca btl "self,vader" --bind-to none -x FASTREDUCE_TUNE_FILE \
-                                     -x FASTREDUCE_DEBUG -x FASTREDUCE_DEBUG_SUBSYS)
+launcher FASTREDUCE_TUNE_FILE FASTREDUCE_DEBUG FASTREDUCE_DEBUG_SUBSYS
+tlaunch=("${LAUNCH[@]}")
 t0=$SECONDS
 timeout -k 15 "$TIMEOUT" "${tlaunch[@]}" -n 2 "$TUNER" --budget 12 --max 4K -o "$tdir/t.tune" \
     </dev/null >"$tdir/tune.log" 2>&1
