@@ -11,21 +11,23 @@
 #include "copy.h"
 #include "shm.h"
 #include "shm_steps.h"
+#include "log.h"
 
 #define DEFAULT_CHUNK (512u * 1024u)
 
-static void small(fr_call_t *call, fr_comm_t comm)
+static fr_status_t small(fr_call_t *call, fr_comm_t comm)
 {
     fr_shm_t *s = comm->shm;
     uint64_t R = ++s->round[FR_SHM_F_SMALL];
     char *base = s->small + (size_t)(R & 1) * (size_t)s->lsize * FR_SHM_SMALL;
-    if (R > 1) fr_shm_wait_all(s, FR_SHM_F_SMALL, R - 1, comm->spin);
+    if (R > 1) FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_SMALL, R - 1));
     fr_copy(base + (size_t)s->lrank * FR_SHM_SMALL, call->sendbuf, call->bytes);
     fr_shm_post(s, FR_SHM_F_SMALL, R);
-    fr_shm_wait_all(s, FR_SHM_F_SMALL, R, comm->spin);
+    FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_SMALL, R));
     fr_reduce3(call->recvbuf, base, base + FR_SHM_SMALL, call->count, call->dtype, call->op);
     for (int j = 2; j < s->lsize; j++)
         fr_reduce(call->recvbuf, base + (size_t)j * FR_SHM_SMALL, call->count, call->dtype, call->op);
+    return FR_SUCCESS;
 }
 
 static fr_status_t run(fr_call_t *call, fr_comm_t comm)
@@ -34,9 +36,8 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
         if (call->sendbuf != call->recvbuf) fr_copy(call->recvbuf, call->sendbuf, call->bytes);
         return FR_SUCCESS;
     }
-    if (call->bytes <= FR_SHM_SMALL) small(call, comm);
-    else return fr_shm_allreduce_chunks(comm, call, DEFAULT_CHUNK, NULL);
-    return FR_SUCCESS;
+    if (call->bytes <= FR_SHM_SMALL) return small(call, comm);
+    return fr_shm_allreduce_chunks(comm, call, DEFAULT_CHUNK, NULL);
 }
 
 const fr_alg_t fr_alg_allreduce_shm = {

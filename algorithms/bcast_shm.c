@@ -7,6 +7,7 @@
 #include "copy.h"
 #include "shm.h"
 #include "shm_steps.h"
+#include "log.h"
 
 #define DEFAULT_CHUNK (256u * 1024u)
 
@@ -20,7 +21,7 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
     int root = comm->rank_local[call->root];
     for (size_t off = 0; off < call->bytes; off += chunk) {
         size_t n = call->bytes - off < chunk ? call->bytes - off : chunk;
-        fr_shm_bcast_chunk(comm, root, (char *)call->recvbuf + off, n, copy_out);
+        FR_CHECK(fr_shm_bcast_chunk(comm, root, (char *)call->recvbuf + off, n, copy_out));
     }
     return FR_SUCCESS;
 }

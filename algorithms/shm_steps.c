@@ -16,12 +16,12 @@ char *fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const char *s
     char *mine = bufs + (size_t)me * s->red_slot;
     fr_block(n, l, me, so, sl);
     /* The buffer of round R-2 is free once every rank has started R-1. */
-    if (R > 1) fr_shm_wait_all(s, FR_SHM_F_ARRIVE, R - 1, comm->spin);
+    if (R > 1 && fr_shm_wait_all(comm, FR_SHM_F_ARRIVE, R - 1) != FR_SUCCESS) return NULL;
     /* my own slice is read from the send buffer: only the others go in */
     fr_copy(mine, send, *so * es);
     fr_copy(mine + (*so + *sl) * es, send + (*so + *sl) * es, (n - *so - *sl) * es);
     fr_shm_post(s, FR_SHM_F_ARRIVE, R);
-    fr_shm_wait_all(s, FR_SHM_F_ARRIVE, R, comm->spin);
+    if (fr_shm_wait_all(comm, FR_SHM_F_ARRIVE, R) != FR_SUCCESS) return NULL;
 
     char *res = mine + *so * es;
     const char *own = send + *so * es;
@@ -37,7 +37,7 @@ char *fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const char *s
     return res;
 }
 
-void fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *recv, size_t n, uint64_t R,
+fr_status_t fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *recv, size_t n, uint64_t R,
                      fr_copy_fn copy_out)
 {
     fr_shm_t *s = comm->shm;
@@ -49,25 +49,27 @@ void fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *recv, si
         int j = (me + k) % l;   /* my own slice first: it is ready */
         size_t jo, jl;
         fr_block(n, l, j, &jo, &jl);
-        if (j != me) fr_shm_wait_one(s, j, FR_SHM_F_REDUCED, R, comm->spin);
+        if (j != me) FR_CHECK(fr_shm_wait_one(comm, j, FR_SHM_F_REDUCED, R));
         copy_out(recv + jo * es, bufs + (size_t)j * s->red_slot + jo * es, jl * es);
     }
+    return FR_SUCCESS;
 }
 
-void fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_t n, fr_copy_fn copy_out)
+fr_status_t fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_t n, fr_copy_fn copy_out)
 {
     fr_shm_t *s = comm->shm;
     uint64_t R = ++s->round[FR_SHM_F_BREADY];
     char *buf = s->bc + (size_t)((R - 1) % FR_SHM_BCAST_NBUF) * s->bc_slot;
     if (s->lrank == root) {
-        if (R > FR_SHM_BCAST_NBUF) fr_shm_wait_all(s, FR_SHM_F_BACK, R - FR_SHM_BCAST_NBUF, comm->spin);
+        if (R > FR_SHM_BCAST_NBUF) FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_BACK, R - FR_SHM_BCAST_NBUF));
         fr_copy(buf, data, n);
         fr_shm_post(s, FR_SHM_F_BREADY, R);
     } else {
-        fr_shm_wait_one(s, root, FR_SHM_F_BREADY, R, comm->spin);
+        FR_CHECK(fr_shm_wait_one(comm, root, FR_SHM_F_BREADY, R));
         copy_out(data, buf, n);
     }
     fr_shm_post(s, FR_SHM_F_BACK, R);
+    return FR_SUCCESS;
 }
 
 fr_status_t fr_shm_allreduce_chunks(struct fr_comm *comm, const fr_call_t *call, size_t def_chunk,
@@ -85,8 +87,9 @@ fr_status_t fr_shm_allreduce_chunks(struct fr_comm *comm, const fr_call_t *call,
         size_t n = call->count - off < cel ? call->count - off : cel, so, sl;
         uint64_t R;
         char *slice = fr_shm_rs_chunk(comm, call, (const char *)call->sendbuf + off * es, n, &R, &so, &sl);
+        if (!slice) return FR_ERR_TIMED_OUT;
         if (between) FR_CHECK(between(comm, call, slice, sl, k));
-        fr_shm_ag_chunk(comm, call, (char *)call->recvbuf + off * es, n, R, copy_out);
+        FR_CHECK(fr_shm_ag_chunk(comm, call, (char *)call->recvbuf + off * es, n, R, copy_out));
     }
     return FR_SUCCESS;
 }

@@ -13,12 +13,12 @@ typedef void (*fr_copy_fn)(void *, const void *, size_t);
 /* One chunk's reduce-scatter: @p n elements of @p send go into this rank's
  * slot; this rank reduces its slice (elements [*so, *so + *sl) of the
  * chunk) from every rank's copy. Returns the reduced slice, in the segment,
- * and the round it used (for fr_shm_ag_chunk). */
+ * and the round it used (for fr_shm_ag_chunk); NULL when a wait timed out. */
 char *fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const char *send, size_t n,
                       uint64_t *round, size_t *so, size_t *sl);
 /* The same chunk's allgather: publish this rank's reduced slice and copy
  * every slice into @p recv (n elements). */
-void fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *recv, size_t n, uint64_t round,
+fr_status_t fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *recv, size_t n, uint64_t round,
                      fr_copy_fn copy_out);
 /* The chunked shm allreduce of call (chunk= or @p def_chunk bytes, at most a
  * slot): per chunk, fr_shm_rs_chunk, then @p between (NULL: nothing) on this
@@ -29,6 +29,6 @@ typedef fr_status_t (*fr_slice_fn)(struct fr_comm *comm, const fr_call_t *call, 
 fr_status_t fr_shm_allreduce_chunks(struct fr_comm *comm, const fr_call_t *call, size_t def_chunk,
                                     fr_slice_fn between);
 /* One bcast chunk of @p n bytes of @p data from local rank @p root. */
-void fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_t n, fr_copy_fn copy_out);
+fr_status_t fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_t n, fr_copy_fn copy_out);
 
 #endif

@@ -9,6 +9,7 @@
 #include "comm.h"
 #include "device.h"
 #include "log.h"
+#include "wait.h"
 
 static fr_status_t check(const fr_call_t *call, const struct fr_comm *comm)
 {
@@ -28,7 +29,9 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
     fr_status_t st = !h ? FR_ERR_NO_MEMORY : in ? fr_device_copy(h, call->sendbuf, call->bytes, call->stream)
                                                : fr_device_sync(call->stream);
     /* a rank that cannot stage must not leave the others in the host call */
-    FR_CHECK(fr_agree(comm->mpi, st, "staging a device buffer in host memory"));
+    st = fr_agree_bounded(comm, st, "staging a device buffer in host memory");
+    /* (every rank has the same outcome, unless the agreement itself timed out) */
+    if (st != FR_SUCCESS) { call->agreed = st != FR_ERR_TIMED_OUT; return st; }
     FR_CHECK(fr_dispatch(comm, &host));
     if (call->coll == FR_COLL_BCAST && comm->rank == call->root) return FR_SUCCESS;
     return fr_device_copy(call->recvbuf, h, call->bytes, call->stream);

@@ -13,6 +13,7 @@
 #include "mpi_api.h"
 #include "p2p.h"
 #include "shm.h"
+#include "wait.h"
 #include "topology.h"
 #include "hwtopo.h"
 
@@ -91,6 +92,11 @@ fr_status_t fr_agree(MPI_Comm comm, fr_status_t st, const char *what)
     int mine = (int)st, worst = 0;
     if (PMPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)
         return FR_ERROR(FR_ERR_MPI, "%s: MPI_Allreduce failed while agreeing on the outcome", what);
+    return fr_agreed(st, worst, what);
+}
+
+fr_status_t fr_agreed(fr_status_t st, int worst, const char *what)
+{
     if (st != FR_SUCCESS) return st;
     if (worst != FR_SUCCESS)
         return FR_ERROR((fr_status_t)worst, "%s failed on another rank: %s", what, fr_strerror((fr_status_t)worst));
@@ -127,7 +133,9 @@ static void free_comm(struct fr_comm *c)
     fr_nodeinfo_t ni = {.rank_node = c->rank_node, .rank_local = c->rank_local,
                         .node_comm = fin ? MPI_COMM_NULL : c->node_comm};
     fr_node_free(&ni);
-    if (!fin && c->mpi != MPI_COMM_NULL) PMPI_Comm_free(&c->mpi);
+    /* (an MPI request abandoned by a timeout still uses mpi: MPI may progress
+     * it at any time, so the communicator stays, a small leak) */
+    if (!fin && c->mpi != MPI_COMM_NULL && !c->mpi_left) PMPI_Comm_free(&c->mpi);
     free(c->scratch);
     c->magic = 0;
     free(c);
@@ -178,6 +186,7 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
 
     FR_CHECK_GOTO(fr_select_load(c, config), st, fail);
     c->spin = (uint64_t)fr_env_int("FASTREDUCE_SPIN");
+    fr_wait_setup(c);
     if (!fr_env("FASTREDUCE_SPIN") && c->local_size > node_cores(c->node_comm))
         c->spin = 20; /* oversubscribed: yield soon */
     FR_CHECK_GOTO(fr_ucx_create(c), st, fail);
@@ -210,9 +219,18 @@ fr_status_t fr_comm_destroy(fr_comm_t comm)
     int fin = 0;
     MPI_Finalized(&fin);
     fr_status_t st = FR_SUCCESS;
-    /* Every rank finishes its last collective before any endpoint closes. */
-    if (!fin && PMPI_Barrier(comm->mpi) != MPI_SUCCESS)
-        st = FR_ERROR(FR_ERR_MPI, "fr_comm_destroy: MPI_Barrier failed");
+    /* Every rank finishes its last collective before any endpoint closes.
+     * A broken communicator skips that: its peers may be gone or stuck, and
+     * its worker is closed already. Under a timeout the wait is bounded. */
+    MPI_Request req;
+    if (fin || comm->broken) {
+        /* nothing to wait for */
+    } else if (PMPI_Ibarrier(comm->mpi, &req) != MPI_SUCCESS) {
+        st = FR_ERROR(FR_ERR_MPI, "fr_comm_destroy: MPI_Ibarrier failed");
+    } else {
+        comm->cur = NULL;
+        st = fr_wait_mpi(comm, &req, "MPI_Ibarrier of fr_comm_destroy");
+    }
     live_remove(comm);
     free_comm(comm);
     fr_mpi_ops_put();

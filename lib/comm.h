@@ -29,6 +29,8 @@ typedef struct fr_call {
     int         proto;     /* the rule's proto= parameter (FR_PROTO_*), 0 for NCCL's choice */
     void       *stream;    /* device buffers: the cudaStream_t (NULL: the legacy default stream) */
     int         async;     /* the *_stream call: return once enqueued where the algorithm can */
+    int         agreed;    /* set by an algorithm failing on every rank alike before anything moved: the
+                              communicator stays usable (any other failure breaks it) */
 } fr_call_t;
 
 struct fr_ucx;
@@ -59,6 +61,14 @@ struct fr_comm {
     size_t       scratch_size;
     uint64_t     spin;         /* polls before a waiting rank starts to yield */
     unsigned     warned;       /* bit per collective: the forced-fallback warning was given */
+    /* reliability (lib/wait.c) */
+    uint64_t     timeout_ns;   /* FASTREDUCE_TIMEOUT: a wait without progress this long fails; 0: none */
+    int          check;        /* FASTREDUCE_CHECK: the ranks compare each call's arguments first */
+    const fr_call_t *cur;      /* the collective running (for diagnostics), NULL between calls */
+    const char  *cur_alg;      /* its algorithm */
+    fr_status_t  broken;       /* not FR_SUCCESS: a collective failed part-way; only destroy works now */
+    char         broken_why[512];
+    int          mpi_left;     /* a timed-out MPI request is still pending on mpi: it is never freed */
     /* device buffers (lib/device.c) */
     void        *nccl;         /* ncclComm_t, NULL until made */
     int          nccl_state;   /* 0 not tried yet, 1 ready, -1 not available (same on every rank) */
@@ -99,6 +109,8 @@ void *fr_comm_scratch(struct fr_comm *comm, size_t bytes);
 fr_status_t fr_mpi_ready(void);
 /* Collective: every rank learns whether any rank's @p st failed. */
 fr_status_t fr_agree(MPI_Comm comm, fr_status_t st, const char *what);
+/* fr_agree's outcome once the worst status of all ranks, @p worst, is known. */
+fr_status_t fr_agreed(fr_status_t st, int worst, const char *what);
 /* lib/select.c: build the table on rank 0 from FASTREDUCE_ALGO, _TUNE,
  * _TUNE_FILE (or @p config) and the default, and broadcast it (collective). */
 fr_status_t fr_select_load(struct fr_comm *comm, const fr_config_t *config);

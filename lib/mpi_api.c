@@ -207,6 +207,7 @@ static int to_mpi_error(fr_status_t st)
     case FR_ERR_UNSUPPORTED_OP: return MPI_ERR_OP;
     case FR_ERR_BAD_COMM: return MPI_ERR_COMM;
     case FR_ERR_INVALID_ARG: return MPI_ERR_ARG;
+    case FR_ERR_MISMATCH: return MPI_ERR_ARG;        /* the ranks' arguments differ */
     default: return MPI_ERR_OTHER;
     }
 }

@@ -9,13 +9,18 @@
 #include "comm.h"
 
 typedef struct fr_req {
-    void *ucx;      /* UCX request, or NULL when already complete */
+    void    *ucx;   /* UCX request, or NULL when already complete */
+    int      peer;  /* for a timeout's diagnostic: the rank, */
+    unsigned step;  /* the step, */
+    int      recv;  /* and whether it is a receive */
 } fr_req_t;
 
-#define FR_REQ_INIT { NULL }
+#define FR_REQ_INIT { NULL, 0, 0, 0 }
 
 /* Create the UCX worker and connect to every rank of comm (collective). */
 fr_status_t fr_ucx_create(struct fr_comm *comm);
+/* Close the endpoints and the worker (local: also what a broken
+ * communicator does at once, with requests still posted). */
 void fr_ucx_destroy(struct fr_comm *comm);
 
 /* Start a send / receive of @p len bytes to / from @p peer for step @p step
@@ -25,7 +30,9 @@ fr_status_t fr_p2p_isend(struct fr_comm *comm, int peer, unsigned step,
                          const void *buf, size_t len, fr_req_t *req);
 fr_status_t fr_p2p_irecv(struct fr_comm *comm, int peer, unsigned step,
                          void *buf, size_t len, fr_req_t *req);
-/* Wait for @p n requests (spinning, then yielding the core). */
+/* Wait for @p n requests (spinning, then yielding the core). Past
+ * FASTREDUCE_TIMEOUT: FR_ERR_TIMED_OUT naming the requests' peers, the
+ * communicator broken and its worker gone (so nothing lands later). */
 fr_status_t fr_p2p_wait(struct fr_comm *comm, fr_req_t *reqs, int n);
 
 /* Send to @p dst and receive from @p src at once (either may be -1 to skip). */

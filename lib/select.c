@@ -11,6 +11,7 @@
 #include "settings.h"
 #include "log.h"
 #include "reduce.h"
+#include "wait.h"
 
 /* Diagnostics of a table that is only being looked at are not reported. */
 static void quiet_diag(void *arg, const char *source, int line, const char *msg)
@@ -197,6 +198,10 @@ const fr_alg_t *fr_select_choose(struct fr_comm *c, fr_call_t *call, int *rule)
 static fr_status_t check_common(fr_comm_t comm, size_t count, fr_dtype_t dtype, size_t *bytes)
 {
     FR_CHECK(fr_comm_check(comm));
+    FR_CHECK(fr_mpi_ready());  /* (a communicator outliving MPI_Finalize) */
+    if (comm->broken)
+        return FR_ERROR(FR_ERR_BAD_COMM, "this communicator is unusable since a collective failed on it (%s); "
+                        "destroy it", comm->broken_why);
     if ((unsigned)dtype >= FR_DTYPE_COUNT) return FR_ERROR(FR_ERR_INVALID_ARG, "unknown datatype %d", (int)dtype);
     size_t es = fr_dtype_size(dtype);
     if (count > (size_t)PTRDIFF_MAX / es)
@@ -258,6 +263,13 @@ static __thread const char *last_alg = "";
 
 const char *fr_last_algorithm(void) { return last_alg; }
 
+static int alg_index(const fr_alg_t *a)
+{
+    for (int i = 0; i < fr_nalgs; i++)
+        if (fr_algs[i] == a) return i;
+    return -1;
+}
+
 /* See comm.h. */
 fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
 {
@@ -280,7 +292,17 @@ fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
                 call->coll == FR_COLL_ALLREDUCE ? fr_op_name(call->op) : "",
                 call->coll == FR_COLL_BCAST ? " from root" : "", a->name, why);
     }
+    if (comm->check) FR_CHECK(fr_check_agreement(comm, call, alg_index(a)));
+    /* (a staged call dispatches its host call inside: the outer one comes back after) */
+    const fr_call_t *outer = comm->cur;
+    const char *outer_alg = comm->cur_alg;
+    comm->cur = call;
+    comm->cur_alg = a->name;
     fr_status_t st = a->run(call, comm);
+    comm->cur = outer;
+    comm->cur_alg = outer_alg;
+    /* A call that failed part-way leaves the ranks out of step. */
+    if (st != FR_SUCCESS && !call->agreed) fr_comm_break(comm, st);
     last_alg = a->name;  /* (after the run: a staged call's host call has set its own) */
     /* (device algorithms average themselves: NCCL's avg, or the staged path's host call) */
     if (st == FR_SUCCESS && call->coll == FR_COLL_ALLREDUCE && call->mem == FR_MEM_HOST)

@@ -32,6 +32,13 @@ const fr_setting_t fr_settings[] = {
      "1: every rank prints its host, rank, cores, NUMA node, GPU and NIC at fr_comm_create"},
     {"FASTREDUCE_TOPO_XML", "", FR_SET_STRING,
      "read the node's topology from this hwloc XML file instead of the machine (also HWLOC_XMLFILE)"},
+    {"FASTREDUCE_TIMEOUT", "0", FR_SET_SECONDS,
+     "seconds (decimals allowed) a collective may wait without progress before it fails with "
+     "FR_ERR_TIMED_OUT, naming the step and the peers waited on; the communicator is unusable after; "
+     "0 = wait forever"},
+    {"FASTREDUCE_CHECK", "0", FR_SET_INT,
+     "1: before each collective the ranks compare collective, count, datatype, op, root, memory and "
+     "algorithm; a difference gives FR_ERR_MISMATCH on every rank, naming the ranks and values"},
     {"FASTREDUCE_SHM_SIZE", "8M", FR_SET_SIZE, "bytes of shared-memory data area per rank of a node"},
     {"FASTREDUCE_DISABLE", "0", FR_SET_INT,
      "1: libfastreduce-mpi.so passes every MPI_Allreduce and MPI_Bcast to the MPI library unchanged"},
@@ -82,6 +89,25 @@ long fr_env_int(const char *name)
     long v = strtol(txt, &end, 10);
     if (errno || *end || v < 0 || v > 1000000000L) {
         FR_WARN(FR_SUB_INIT, "%s=%s is not a non-negative integer; using %ld", name, txt, def);
+        return def;
+    }
+    return v;
+}
+
+double fr_env_seconds(const char *name)
+{
+    const fr_setting_t *s = find(name);
+    double def = s ? strtod(s->def, NULL) : 0;
+    const char *txt = fr_env(name);
+    if (!txt) return def;
+    char *end;
+    errno = 0;
+    double v = strtod(txt, &end);
+    if (end != txt && *end == 's') end++;
+    /* (the comparisons are false for NaN) */
+    if (errno || end == txt || *end || !(v >= 0 && v <= 1e7)) {
+        FR_WARN(FR_SUB_INIT, "%s=%s is not a number of seconds (like 30 or 2.5) from 0 to 1e7; using %g", name,
+                txt, def);
         return def;
     }
     return v;

@@ -11,7 +11,7 @@
 #define FR_TUNE_DIR ""
 #endif
 
-typedef enum { FR_SET_STRING, FR_SET_SIZE, FR_SET_INT, FR_SET_LEVEL } fr_setting_type_t;
+typedef enum { FR_SET_STRING, FR_SET_SIZE, FR_SET_INT, FR_SET_LEVEL, FR_SET_SECONDS } fr_setting_type_t;
 
 typedef struct fr_setting {
     const char *name;     /* environment variable */
@@ -29,6 +29,9 @@ const char *fr_env(const char *name);
 uint64_t fr_env_size(const char *name);
 /* An integer setting; a malformed value warns and gives the default. */
 long fr_env_int(const char *name);
+/* A duration in seconds (decimals, an optional trailing 's'); a malformed
+ * or negative value warns and gives the default. */
+double fr_env_seconds(const char *name);
 /* Print every setting with its current value and documentation. */
 void fr_settings_print(FILE *f);
 

@@ -13,6 +13,7 @@
 #include "shm.h"
 #include "settings.h"
 #include "log.h"
+#include "wait.h"
 
 static inline void cpu_relax(void)
 {
@@ -29,16 +30,47 @@ void fr_backoff(uint64_t *polls, uint64_t spin)
     else cpu_relax();
 }
 
-void fr_shm_wait_one(fr_shm_t *s, int lrank, int which, uint64_t value, uint64_t spin)
+static const char *const flag_name[FR_SHM_NFLAGS] = {
+    [FR_SHM_F_SMALL] = "small", [FR_SHM_F_ARRIVE] = "arrive", [FR_SHM_F_REDUCED] = "reduced",
+    [FR_SHM_F_BREADY] = "bcast-ready", [FR_SHM_F_BACK] = "bcast-done",
+};
+
+/* The ranks of local ranks [lo, hi) whose flag is still below @p value. */
+static fr_status_t shm_timeout(struct fr_comm *comm, int lo, int hi, int which, uint64_t value)
 {
-    volatile uint64_t *f = fr_shm_flag(s, lrank, which);
-    uint64_t polls = 0;
-    while (__atomic_load_n(f, __ATOMIC_ACQUIRE) < value) fr_backoff(&polls, spin);
+    fr_shm_t *s = comm->shm;
+    int late[64], n = 0;
+    char peers[256], step[96];
+    for (int r = 0; r < comm->size && n < 64; r++)
+        if (comm->rank_node[r] == comm->node && comm->rank_local[r] >= lo && comm->rank_local[r] < hi &&
+            __atomic_load_n(fr_shm_flag(s, comm->rank_local[r], which), __ATOMIC_ACQUIRE) < value)
+            late[n++] = r;
+    if (n) fr_rank_list(late, n, peers, sizeof peers);
+    snprintf(step, sizeof step, "shared-memory flag '%s', round %lu", flag_name[which], (unsigned long)value);
+    return fr_wait_timeout(comm, step, n ? peers : "no rank (they answered as the clock ran out)");
 }
 
-void fr_shm_wait_all(fr_shm_t *s, int which, uint64_t value, uint64_t spin)
+/* Wait until flag @p which of local ranks [lo, hi) is at least @p value. */
+static fr_status_t wait_range(struct fr_comm *comm, int lo, int hi, int which, uint64_t value)
 {
-    for (int r = 0; r < s->lsize; r++) fr_shm_wait_one(s, r, which, value, spin);
+    fr_shm_t *s = comm->shm;
+    fr_wait_t w = FR_WAIT_INIT;
+    for (int r = lo; r < hi; r++) {
+        volatile uint64_t *f = fr_shm_flag(s, r, which);
+        while (__atomic_load_n(f, __ATOMIC_ACQUIRE) < value)
+            if (fr_wait_poll(comm, &w)) return shm_timeout(comm, r, hi, which, value);
+    }
+    return FR_SUCCESS;
+}
+
+fr_status_t fr_shm_wait_one(struct fr_comm *comm, int lrank, int which, uint64_t value)
+{
+    return wait_range(comm, lrank, lrank + 1, which, value);
+}
+
+fr_status_t fr_shm_wait_all(struct fr_comm *comm, int which, uint64_t value)
+{
+    return wait_range(comm, 0, comm->shm->lsize, which, value);
 }
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }

@@ -45,10 +45,11 @@ static inline volatile uint64_t *fr_shm_flag(fr_shm_t *s, int lrank, int which)
     return &s->flags[lrank * FR_SHM_NFLAGS + which].v;
 }
 
-/* Wait until flag @p which of every local rank is >= @p value (spin, then yield). */
-void fr_shm_wait_all(fr_shm_t *s, int which, uint64_t value, uint64_t spin);
+/* Wait until flag @p which of every local rank is >= @p value (spin, then
+ * yield); FR_ERR_TIMED_OUT, naming the ranks behind, past FASTREDUCE_TIMEOUT. */
+fr_status_t fr_shm_wait_all(struct fr_comm *comm, int which, uint64_t value);
 /* Wait until flag @p which of local rank @p lrank is >= @p value. */
-void fr_shm_wait_one(fr_shm_t *s, int lrank, int which, uint64_t value, uint64_t spin);
+fr_status_t fr_shm_wait_one(struct fr_comm *comm, int lrank, int which, uint64_t value);
 /* Publish this rank's flag (a release store). */
 static inline void fr_shm_post(fr_shm_t *s, int which, uint64_t value)
 {

@@ -9,12 +9,25 @@
 #include "p2p.h"
 #include "shm.h"
 #include "log.h"
+#include "wait.h"
 
 struct fr_ucx {
     ucp_worker_h worker;
     ucp_ep_h    *eps;    /* [size] */
+    int          size;
     int          efd;    /* the worker's event fd, -1 when it has none */
+    int          failed; /* rank of the first endpoint UCX reported failed, -1 */
+    ucs_status_t failed_why;
 };
+
+/* UCX reports a failed endpoint (peer error mode): noted for the message of
+ * the request that fails with it. */
+static void ep_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    struct fr_ucx *u = arg;
+    for (int r = 0; r < u->size && u->failed < 0; r++)
+        if (u->eps[r] == ep) { u->failed = r; u->failed_why = status; }
+}
 
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static ucp_context_h ctx;
@@ -74,6 +87,8 @@ fr_status_t fr_ucx_create(struct fr_comm *comm)
     int have_addr = 0;
     if (!u) { ctx_put(); st = FR_ERROR(FR_ERR_NO_MEMORY, "UCX: out of memory"); return fr_agree(comm->mpi, st, "UCX"); }
     comm->ucx = u;
+    u->size = comm->size;
+    u->failed = -1;
 
     ucp_worker_params_t wp;
     memset(&wp, 0, sizeof wp);
@@ -110,6 +125,15 @@ fail_agree:
         memset(&ep, 0, sizeof ep);
         ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
         ep.address = (const ucp_address_t *)(all + displs[r]);
+        /* Under a timeout, a peer's death must be an error we return, not
+         * UCX's fatal one: peer error handling (which some transports lack,
+         * so it is asked for only then). */
+        if (comm->timeout_ns) {
+            ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+            ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+            ep.err_handler.cb = ep_failed;
+            ep.err_handler.arg = u;
+        }
         us = ucp_ep_create(u->worker, &ep, &u->eps[r]);
         if (us != UCS_OK) {
             st = FR_ERROR(FR_ERR_UCX, "ucp_ep_create to rank %d: %s", r, ucs_status_string(us));
@@ -129,10 +153,37 @@ fail:
     return st;
 }
 
+/* Receive and drop what peers sent that nobody will receive now (a broken
+ * communicator's late messages), so that the worker goes empty. */
+static void drain(struct fr_ucx *u)
+{
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h msg;
+    char sink[4096];
+    for (int n = 0; n < 1024 && (msg = ucp_tag_probe_nb(u->worker, 0, 0, 1, &info)) != NULL; n++) {
+        void *big = info.length > sizeof sink ? malloc(info.length) : NULL;
+        ucp_request_param_t p;
+        p.op_attr_mask = 0;
+        void *r = ucp_tag_msg_recv_nbx(u->worker, big ? big : sink, big ? info.length : sizeof sink, msg, &p);
+        if (UCS_PTR_IS_PTR(r)) {
+            for (int i = 0; i < 100000 && ucp_request_check_status(r) == UCS_INPROGRESS; i++)
+                ucp_worker_progress(u->worker);
+            if (ucp_request_check_status(r) == UCS_INPROGRESS) {
+                /* (it may still write there until the worker goes: a rare small leak) */
+                ucp_request_free(r);
+                return;
+            }
+            ucp_request_free(r);
+        }
+        free(big);
+    }
+}
+
 void fr_ucx_destroy(struct fr_comm *comm)
 {
     struct fr_ucx *u = comm->ucx;
     if (!u) return;
+    if (comm->broken && u->worker) drain(u);
     if (u->eps) {
         /* Every collective completed on every rank before destroy (the caller
          * synchronises first), so a forced, local close loses nothing. */
@@ -156,39 +207,75 @@ void fr_ucx_destroy(struct fr_comm *comm)
     ctx_put();
 }
 
-static fr_status_t start(void *ret, const char *what, int peer, fr_req_t *req)
+static fr_status_t start(void *ret, int recv, int peer, unsigned step, fr_req_t *req)
 {
-    if (UCS_PTR_IS_ERR(ret)) {
-        req->ucx = NULL;
-        return FR_ERROR(FR_ERR_UCX, "UCX %s with rank %d: %s", what, peer, ucs_status_string(UCS_PTR_STATUS(ret)));
-    }
+    *req = (fr_req_t){.peer = peer, .step = step, .recv = recv};
+    if (UCS_PTR_IS_ERR(ret))
+        return FR_ERROR(FR_ERR_UCX, "UCX %s rank %d: %s", recv ? "receive from" : "send to", peer,
+                        ucs_status_string(UCS_PTR_STATUS(ret)));
     req->ucx = ret; /* NULL when it completed at once */
     return FR_SUCCESS;
+}
+
+/* A communicator whose worker is gone (broken) moves nothing. */
+static fr_status_t gone(struct fr_comm *comm)
+{
+    return FR_ERROR(comm->broken ? comm->broken : FR_ERR_BAD_COMM, "the communicator's UCX worker is closed: %s",
+                    comm->broken ? comm->broken_why : "no worker");
 }
 
 fr_status_t fr_p2p_isend(struct fr_comm *comm, int peer, unsigned step, const void *buf, size_t len,
                          fr_req_t *req)
 {
+    if (!comm->ucx) return gone(comm);
     ucp_request_param_t p;
     p.op_attr_mask = 0;
     void *r = ucp_tag_send_nbx(comm->ucx->eps[peer], buf, len, make_tag(comm->rank, comm->seq, step), &p);
-    return start(r, "send", peer, req);
+    return start(r, 0, peer, step, req);
 }
 
 fr_status_t fr_p2p_irecv(struct fr_comm *comm, int peer, unsigned step, void *buf, size_t len,
                          fr_req_t *req)
 {
+    if (!comm->ucx) return gone(comm);
     ucp_request_param_t p;
     p.op_attr_mask = 0;
     void *r = ucp_tag_recv_nbx(comm->ucx->worker, buf, len, make_tag(peer, comm->seq, step), TAG_FULL_MASK, &p);
-    return start(r, "receive", peer, req);
+    return start(r, 1, peer, step, req);
+}
+
+/* The requests still pending when a wait timed out, for its message. */
+static fr_status_t p2p_timeout(struct fr_comm *comm, fr_req_t *reqs, int n)
+{
+    char peers[512] = "", step[64] = "";
+    size_t at = 0;
+    int shown = 0;
+    for (int i = 0; i < n; i++) {
+        if (!reqs[i].ucx || ucp_request_check_status(reqs[i].ucx) != UCS_INPROGRESS) continue;
+        if (!shown) snprintf(step, sizeof step, "UCX step %u", reqs[i].step);
+        if (++shown > 8) { snprintf(peers + at, sizeof peers - at, ", ..."); break; }
+        at += (size_t)snprintf(peers + at, sizeof peers - at, "%s%s rank %d", shown > 1 ? ", " : "",
+                               reqs[i].recv ? "a receive from" : "a send to", reqs[i].peer);
+        if (at >= sizeof peers) break;
+    }
+    /* The receives are cancelled and every request handed back before the
+     * worker goes (the peers' late messages then find nothing posted). */
+    for (int i = 0; i < n; i++) {
+        if (!reqs[i].ucx) continue;
+        if (reqs[i].recv) ucp_request_cancel(comm->ucx->worker, reqs[i].ucx);
+        ucp_request_free(reqs[i].ucx);
+        reqs[i].ucx = NULL;
+    }
+    for (int i = 0; i < 16; i++) ucp_worker_progress(comm->ucx->worker);
+    return fr_wait_timeout(comm, shown ? step : "UCX", shown ? peers : "nothing (it completed as the clock ran out)");
 }
 
 fr_status_t fr_p2p_wait(struct fr_comm *comm, fr_req_t *reqs, int n)
 {
+    if (!comm->ucx) return gone(comm);
     ucp_worker_h w = comm->ucx->worker;
     fr_status_t st = FR_SUCCESS;
-    uint64_t polls = 0;
+    fr_wait_t wt = FR_WAIT_INIT;
     int pending;
     do {
         pending = 0;
@@ -196,22 +283,33 @@ fr_status_t fr_p2p_wait(struct fr_comm *comm, fr_req_t *reqs, int n)
             if (!reqs[i].ucx) continue;
             ucs_status_t s = ucp_request_check_status(reqs[i].ucx);
             if (s == UCS_INPROGRESS) { pending++; continue; }
-            if (s != UCS_OK && st == FR_SUCCESS)
-                st = FR_ERROR(FR_ERR_UCX, "UCX transfer failed: %s", ucs_status_string(s));
+            if (s != UCS_OK && st == FR_SUCCESS) {
+                struct fr_ucx *u = comm->ucx;
+                if (u->failed >= 0)
+                    st = FR_ERROR(FR_ERR_UCX, "UCX %s rank %d failed: %s (UCX found the endpoint to rank %d failed: "
+                                  "%s)", reqs[i].recv ? "receive from" : "send to", reqs[i].peer,
+                                  ucs_status_string(s), u->failed, ucs_status_string(u->failed_why));
+                else
+                    st = FR_ERROR(FR_ERR_UCX, "UCX %s rank %d failed: %s", reqs[i].recv ? "receive from" : "send to",
+                                  reqs[i].peer, ucs_status_string(s));
+            }
             ucp_request_free(reqs[i].ucx);
             reqs[i].ucx = NULL;
         }
+        /* (a failed transfer fails the call: the rest need not finish) */
+        if (st != FR_SUCCESS) return st;
         if (pending && !ucp_worker_progress(w)) {
             /* Past the spin, sleep until the network has something (at most
              * 1 ms): a yielding rank would wait for the scheduler instead. */
-            if (comm->ucx->efd >= 0 && polls++ > comm->spin) {
+            if (comm->ucx->efd >= 0 && wt.polls++ > comm->spin) {
                 if (ucp_worker_arm(w) == UCS_OK) {
                     struct pollfd pf = {.fd = comm->ucx->efd, .events = POLLIN};
                     poll(&pf, 1, 1);
                 }
             } else {
-                fr_backoff(&polls, comm->spin);
+                fr_backoff(&wt.polls, comm->spin);
             }
+            if (fr_wait_due(comm, &wt) && fr_wait_expired(comm, &wt)) return p2p_timeout(comm, reqs, n);
         }
     } while (pending);
     return st;

@@ -29,7 +29,7 @@ QUICK=${FASTREDUCE_TEST_QUICK:-0}
 [ "$QUICK" = 0 ] && QUICK=
 EXTRA=${FR_MPIEXEC_FLAGS:-}
 
-for p in test_coll test_args test_select test_bind test_fakedev mpi_program mpi_program_linked; do
+for p in test_coll test_args test_select test_bind test_fakedev test_fault test_kill mpi_program mpi_program_linked skip_program; do
     if [ ! -x "$BIN/$p" ]; then
         echo "run_mpi.sh: $BIN/$p not found (build with make check, or set top_builddir)" >&2
         exit 99
@@ -137,6 +137,11 @@ is_full() {
     return 1
 }
 
+pass_fail() {  # pass_fail OK "what"
+    if [ "$1" = 1 ]; then echo "PASS: $2"; total_pass=$((total_pass + 1))
+    else echo "FAIL: $2"; total_fail=$((total_fail + 1)); launch_fail=$((launch_fail + 1)); fi
+}
+
 echo "run_mpi.sh: $FLAVOR via $MPIEXEC, programs in $BIN, logs in $LOGDIR, timeout ${TIMEOUT} s${QUICK:+, quick}"
 t_start=$SECONDS
 
@@ -152,6 +157,46 @@ done
 for np in 2 3 4; do
     run_one "$np" "" test_select
 done
+# Ranks that do not call alike: FASTREDUCE_CHECK mismatches, and a rank
+# skipping a collective under FASTREDUCE_TIMEOUT with every algorithm
+# (also with our UCX on TCP sockets, where a peer's gone endpoint shows)
+for np in 1 2 3; do
+    run_one "$np" "" test_fault
+done
+is_full 4 && run_one 4 "" test_fault
+run_one 3 "FASTREDUCE_UCX_TLS=tcp,self" test_fault
+
+# A rank SIGKILLed in the middle of large allreduces (mpi/test_kill.c): every
+# survivor reports FR_ERR_TIMED_OUT (or UCX's error) within the timeout + 2 s,
+# destroys its communicator and leaves; nothing of ours stays in /dev/shm.
+# Open MPI keeps the survivors running with orte_enable_recovery; MPICH
+# 4.0's hydra kills them even with -disable-auto-cleanup (docs/reliability.md).
+kill_one() {  # kill_one NP "VAR=value ..." ALGO
+    local np=$1 envs=$2 algo=$3 dir="$LOGDIR/kill-$1-$3-${2//[^A-Za-z0-9]/_}"
+    rm -rf "$dir"; mkdir -p "$dir"
+    local before after names=(FR_KILL_OUT) e
+    before=$(ls /dev/shm 2>/dev/null | sort)
+    for e in $envs; do names+=("${e%%=*}"); done
+    launcher "${names[@]}"
+    # shellcheck disable=SC2086
+    env $envs FR_KILL_OUT="$dir" timeout -k 5 60 "${LAUNCH[@]}" --mca orte_enable_recovery 1 -n "$np" \
+        "$BIN/test_kill" --algo "$algo" </dev/null >"$dir/out.log" 2>&1
+    after=$(ls /dev/shm 2>/dev/null | sort)
+    local ok_lines left
+    ok_lines=$(cat "$dir"/survivor.* 2>/dev/null | grep -c ': OK: ')
+    left=$(comm -13 <(echo "$before") <(echo "$after") | grep -c fastreduce)
+    local ok=0; [ "$ok_lines" = $((np - 1)) ] && [ "$left" = 0 ] && ok=1
+    pass_fail $ok "np=$np ${envs:+$envs }test_kill --algo $algo: $ok_lines of $((np - 1)) survivors reported and left; fastreduce entries left in /dev/shm: $left"
+    [ $ok = 1 ] || { cat "$dir"/survivor.* 2>/dev/null; tail -n 15 "$dir/out.log"; } | sed 's/^/    /'
+}
+if [ "$FLAVOR" = openmpi ]; then
+    kill_one 3 "" shm
+    kill_one 3 "" ring
+    kill_one 3 "FASTREDUCE_UCX_TLS=tcp,self" ring
+    kill_one 4 "FASTREDUCE_UCX_TLS=tcp,self FASTREDUCE_NODE_SIZE=2" hier
+else
+    echo "SKIP: test_kill under $FLAVOR (its launcher ends the survivors when a rank is killed)"
+fi
 # device pointers without a GPU, through a stand-in CUDA driver
 for np in 1 3; do
     run_one "$np" "FR_TEST_FAKE_CUDA=$BIN/fakecuda/libcuda.so.1" test_fakedev
@@ -199,11 +244,6 @@ SRCDIR=${srcdir:-$(dirname "$0")/..}
 for np in 3 4; do
     RUN_WRAP="$SRCDIR/mpi/hostid_wrap.sh" run_one "$np" "" test_coll --quick
 done
-
-pass_fail() {  # pass_fail OK "what"
-    if [ "$1" = 1 ]; then echo "PASS: $2"; total_pass=$((total_pass + 1))
-    else echo "FAIL: $2"; total_fail=$((total_fail + 1)); launch_fail=$((launch_fail + 1)); fi
-}
 
 # The PMPI interposer under an ordinary MPI program (mpi/mpi_program.c): run
 # plain, with LD_PRELOAD=libfastreduce-mpi.so (set for the program only, not
@@ -254,6 +294,16 @@ pass_fail $ok "interposer FASTREDUCE_DISABLE=1: same results, $nfr kinds served 
 ilaunch 2 "$idir/err.out" "$idir/err.err" -- env LD_PRELOAD="$PRELOAD" "$BIN/mpi_program" --errors
 ok=0; grep -qE "^errors: .* returned class ([0-9]+) \(MPI_ERR_BUFFER is \1\); the error handler saw class \1$" "$idir/err.out" && ok=1
 pass_fail $ok "interposer: a failed served call goes to the communicator's error handler: $(cat "$idir/err.out")"
+# a rank skipping an MPI_Allreduce of an unmodified program: under the
+# interposer with FASTREDUCE_TIMEOUT the others get an error class through
+# the error handler instead of waiting forever (mpi/skip_program.c)
+for np in 2 3; do
+    ilaunch $np "$idir/skip$np.out" "$idir/skip$np.err" -- env FASTREDUCE_TIMEOUT=1 LD_PRELOAD="$PRELOAD" "$BIN/skip_program" 1
+    rc=$?
+    nok=$(grep -c '^skip_program rank [0-9]*: OK' "$idir/skip$np.out")
+    ok=0; [ "$rc" = 0 ] && [ "$nok" = "$np" ] && ok=1
+    pass_fail $ok "interposer np=$np: a rank skips MPI_Allreduce under FASTREDUCE_TIMEOUT=1: $nok of $np ranks OK (exit $rc)$(grep -h FAILED "$idir/skip$np.out" | head -3 | sed 's/^/; /')"
+done
 
 # The Horovod-style trainer (examples/trainer): 3 epochs at 2 and 3 ranks on
 # both backends, fusion buffers of 8 KiB (3 allreduces a step): the loss falls,

@@ -1,0 +1,198 @@
+/* Bounded waits, the broken state and the argument check (see wait.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "wait.h"
+#include "hwtopo.h"
+#include "log.h"
+#include "p2p.h"
+#include "settings.h"
+#include "shm.h"
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void fr_wait_setup(struct fr_comm *comm)
+{
+    double t = fr_env_seconds("FASTREDUCE_TIMEOUT");
+    comm->timeout_ns = (uint64_t)(t * 1e9);
+    comm->check = fr_env_int("FASTREDUCE_CHECK") != 0;
+}
+
+int fr_wait_expired(const struct fr_comm *comm, fr_wait_t *w)
+{
+    uint64_t t = now_ns();
+    if (!w->start_ns) { w->start_ns = t; return 0; }
+    return t - w->start_ns >= comm->timeout_ns;
+}
+
+int fr_wait_poll(const struct fr_comm *comm, fr_wait_t *w)
+{
+    fr_backoff(&w->polls, comm->spin);
+    return fr_wait_due(comm, w) && fr_wait_expired(comm, w);
+}
+
+fr_status_t fr_comm_break(struct fr_comm *comm, fr_status_t st)
+{
+    if (st == FR_SUCCESS || comm->broken) return st;
+    comm->broken = st;
+    snprintf(comm->broken_why, sizeof comm->broken_why, "%s", fr_last_error());
+    /* No message of the failed call may land in a user buffer later: the
+     * worker goes now, with every receive still posted. */
+    fr_ucx_destroy(comm);
+    return st;
+}
+
+void fr_rank_list(const int *ranks, int n, char *buf, size_t len)
+{
+    char rl[256];
+    fr_topo_ranges(ranks, n, rl, sizeof rl);
+    snprintf(buf, len, "rank%s %s", n > 1 ? "s" : "", rl);
+}
+
+fr_status_t fr_wait_timeout(struct fr_comm *comm, const char *step, const char *peers)
+{
+    const fr_call_t *c = comm->cur;
+    char what[160] = "a collective";
+    if (c)
+        snprintf(what, sizeof what, "%s #%lu (algorithm %s, %zu bytes of %s)", fr_coll_name(c->coll),
+                 (unsigned long)comm->seq, comm->cur_alg ? comm->cur_alg : "?", c->bytes, fr_dtype_name(c->dtype));
+    fr_status_t st = FR_ERROR(FR_ERR_TIMED_OUT, "%s timed out: no progress for %.1f s at %s, waiting for %s; this "
+                              "communicator is unusable now (destroy it)", what, (double)comm->timeout_ns / 1e9,
+                              step, peers);
+    FR_WARN(FR_SUB_COLL, "%s", fr_last_error());
+    return fr_comm_break(comm, st);
+}
+
+fr_status_t fr_wait_mpi(struct fr_comm *comm, MPI_Request *req, const char *what)
+{
+    if (!comm->timeout_ns) {
+        if (PMPI_Wait(req, MPI_STATUS_IGNORE) != MPI_SUCCESS) return FR_ERROR(FR_ERR_MPI, "%s failed", what);
+        return FR_SUCCESS;
+    }
+    fr_wait_t w = FR_WAIT_INIT;
+    for (;;) {
+        int done = 0;
+        if (PMPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return FR_ERROR(FR_ERR_MPI, "%s failed", what);
+        if (done) return FR_SUCCESS;
+        if (fr_wait_poll(comm, &w)) {
+            char step[96];
+            snprintf(step, sizeof step, "the MPI library's %s", what);
+            /* (a collective request cannot be cancelled or freed: it stays with
+             * MPI, and so does the communicator it uses) */
+            comm->mpi_left = 1;
+            return fr_wait_timeout(comm, step, "every rank of the communicator (MPI does not say which)");
+        }
+    }
+}
+
+fr_status_t fr_agree_bounded(struct fr_comm *comm, fr_status_t st, const char *what)
+{
+    int mine = (int)st, worst = 0;
+    MPI_Request req;
+    if (PMPI_Iallreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, comm->mpi, &req) != MPI_SUCCESS)
+        return FR_ERROR(FR_ERR_MPI, "%s: MPI_Iallreduce failed while agreeing on the outcome", what);
+    FR_CHECK(fr_wait_mpi(comm, &req, "MPI_Iallreduce agreeing on an outcome"));
+    return fr_agreed(st, worst, what);
+}
+
+/* ---- FASTREDUCE_CHECK ---------------------------------------------------- */
+
+enum { F_COLL, F_COUNT, F_DTYPE, F_OP, F_ROOT, F_MEM, F_ALG, NF };
+static const char *const field_name[NF] = {"collective", "count", "datatype", "op", "root", "memory", "algorithm"};
+
+static void field_text(int f, int64_t v, char *buf, size_t len)
+{
+    switch (f) {
+    case F_COLL:  snprintf(buf, len, "%s", v >= 0 && v < FR_COLL_COUNT ? fr_coll_name((fr_coll_t)v) : "?"); break;
+    case F_DTYPE: snprintf(buf, len, "%s", fr_dtype_name((fr_dtype_t)v)); break;
+    case F_OP:    snprintf(buf, len, "%s", v < 0 ? "none (bcast)" : fr_op_name((fr_op_t)v)); break;
+    case F_ROOT:  if (v < 0) snprintf(buf, len, "none (allreduce)"); else snprintf(buf, len, "%lld", (long long)v); break;
+    case F_MEM:   snprintf(buf, len, "%s", v == FR_MEM_CUDA ? "device" : "host"); break;
+    case F_ALG:   snprintf(buf, len, "%s", v >= 0 && v < fr_nalgs ? fr_algs[v]->name : "?"); break;
+    default:      snprintf(buf, len, "%lld", (long long)v); break;
+    }
+}
+
+/* Append to @p msg, for field @p f, each distinct value and the ranks holding
+ * it: "count: 1000 on ranks 0-2, 999 on rank 3". */
+static void describe(const int64_t *all, int n, int f, int *ranks, char *msg, size_t len)
+{
+    size_t at = strlen(msg);
+    at += (size_t)snprintf(msg + at, at < len ? len - at : 0, "%s%s:", at ? "; " : "", field_name[f]);
+    int shown = 0;
+    for (int r = 0; r < n && at < len; r++) {
+        int64_t v = all[(size_t)r * NF + f];
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++) seen = all[(size_t)q * NF + f] == v;
+        if (seen) continue;
+        if (++shown > 4) { at += (size_t)snprintf(msg + at, len - at, " ..."); break; }
+        int k = 0;
+        for (int q = r; q < n; q++)
+            if (all[(size_t)q * NF + f] == v) ranks[k++] = q;
+        char val[48], rl[128];
+        field_text(f, v, val, sizeof val);
+        fr_rank_list(ranks, k, rl, sizeof rl);
+        at += (size_t)snprintf(msg + at, len - at, "%s %s on %s", shown > 1 ? "," : "", val, rl);
+    }
+}
+
+fr_status_t fr_check_agreement(struct fr_comm *comm, const fr_call_t *call, int alg)
+{
+    int64_t mine[NF] = {
+        [F_COLL] = call->coll, [F_COUNT] = (int64_t)call->count, [F_DTYPE] = call->dtype,
+        [F_OP] = call->coll == FR_COLL_ALLREDUCE ? (int64_t)call->op : -1,
+        [F_ROOT] = call->coll == FR_COLL_BCAST ? call->root : -1, [F_MEM] = call->mem, [F_ALG] = alg,
+    };
+    /* One reduction gives every field's largest and (negated) smallest value. */
+    int64_t v[2 * NF], ext[2 * NF];
+    for (int i = 0; i < NF; i++) { v[i] = mine[i]; v[NF + i] = -mine[i]; }
+    MPI_Request req;
+    if (PMPI_Iallreduce(v, ext, 2 * NF, MPI_INT64_T, MPI_MAX, comm->mpi, &req) != MPI_SUCCESS)
+        return fr_comm_break(comm, FR_ERROR(FR_ERR_MPI, "FASTREDUCE_CHECK: MPI_Iallreduce failed"));
+    FR_CHECK(fr_wait_mpi(comm, &req, "MPI_Iallreduce of FASTREDUCE_CHECK"));
+    unsigned differ = 0;
+    for (int i = 0; i < NF; i++)
+        if (ext[i] != -ext[NF + i]) differ |= 1u << i;
+    if (!differ) return FR_SUCCESS;
+    /* (calls of different collectives differ in op, root and algorithm too: saying so adds nothing) */
+    if (differ & (1u << F_COLL)) differ &= ~((1u << F_OP) | (1u << F_ROOT) | (1u << F_ALG));
+
+    /* They differ: every rank learns every rank's values, to say who has what. */
+    int n = comm->size;
+    int64_t *all = malloc(sizeof(int64_t) * NF * (size_t)n);
+    int *ranks = malloc(sizeof(int) * (size_t)n);
+    int ok = all && ranks, all_ok = 0;
+    if (PMPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm->mpi, &req) != MPI_SUCCESS ||
+        fr_wait_mpi(comm, &req, "MPI_Iallreduce of FASTREDUCE_CHECK") != FR_SUCCESS)
+        all_ok = -1;
+    if (all_ok == 1 && (PMPI_Iallgather(mine, NF, MPI_INT64_T, all, NF, MPI_INT64_T, comm->mpi, &req) != MPI_SUCCESS
+                        || fr_wait_mpi(comm, &req, "MPI_Iallgather of FASTREDUCE_CHECK") != FR_SUCCESS))
+        all_ok = -1;
+    char msg[768] = "";
+    if (all_ok == 1) {
+        for (int f = 0; f < NF; f++)
+            if (differ & (1u << f)) describe(all, n, f, ranks, msg, sizeof msg);
+    } else {
+        for (int f = 0; f < NF; f++)
+            if (differ & (1u << f)) {
+                size_t at = strlen(msg);
+                snprintf(msg + at, sizeof msg - at, "%s%s", at ? ", " : "", field_name[f]);
+            }
+    }
+    free(all);
+    free(ranks);
+    if (all_ok < 0) return comm->broken ? comm->broken : fr_comm_break(comm, FR_ERROR(FR_ERR_MPI,
+                                                         "FASTREDUCE_CHECK: gathering the arguments failed"));
+    char mine_txt[48];
+    field_text(F_COLL, mine[F_COLL], mine_txt, sizeof mine_txt);
+    fr_status_t st = FR_ERROR(FR_ERR_MISMATCH, "FASTREDUCE_CHECK: call #%lu (%s here): the ranks disagree: %s; "
+                              "nothing was sent", (unsigned long)comm->seq, mine_txt, msg);
+    if (comm->rank == 0) FR_WARN(FR_SUB_COLL, "%s", fr_last_error());
+    return st;
+}

@@ -1,0 +1,68 @@
+/* Bounded waiting (FASTREDUCE_TIMEOUT), the argument check of
+ * FASTREDUCE_CHECK, and the broken state a failed collective leaves.
+ *
+ * Every waiting loop of the library (shared-memory flags, UCX requests, the
+ * MPI library's own collectives) keeps an fr_wait_t. With no timeout set it
+ * costs one well-predicted branch per poll. With one set, the loop reads the
+ * clock every 1024 polls while it spins and at every poll once it yields; a
+ * wait that sees no completion for the timeout fails with FR_ERR_TIMED_OUT
+ * and a message naming the collective, its sequence number, the algorithm,
+ * the step and the peers it waited on. */
+#ifndef FR_WAIT_H
+#define FR_WAIT_H
+
+#include <stdint.h>
+#include <mpi.h>
+#include "comm.h"
+
+typedef struct fr_wait {
+    uint64_t polls;     /* unsuccessful polls so far (drives the spin-then-yield) */
+    uint64_t start_ns;  /* when the clock was first read, 0 before */
+} fr_wait_t;
+#define FR_WAIT_INIT {0, 0}
+
+/* Read the communicator's reliability settings (FASTREDUCE_TIMEOUT, _CHECK). */
+void fr_wait_setup(struct fr_comm *comm);
+
+/* 1 when this wait has run for the communicator's timeout (clock read here). */
+int fr_wait_expired(const struct fr_comm *comm, fr_wait_t *w);
+
+/* Whether the clock is due to be read after w->polls polls. */
+static inline int fr_wait_due(const struct fr_comm *comm, const fr_wait_t *w)
+{
+    return comm->timeout_ns && (w->polls > comm->spin || (w->polls & 1023u) == 0);
+}
+
+/* After an unsuccessful poll: back off (spin, then yield) and say whether
+ * the wait has timed out. */
+int fr_wait_poll(const struct fr_comm *comm, fr_wait_t *w);
+
+/* A wait of the running collective timed out at @p step (a short phrase:
+ * "shm flag arrive, round 12") while @p peers (a phrase naming ranks) had not
+ * answered: record the diagnostic, log it, leave the communicator broken and
+ * return FR_ERR_TIMED_OUT. */
+fr_status_t fr_wait_timeout(struct fr_comm *comm, const char *step, const char *peers);
+
+/* The collective failed part-way with @p st (its message recorded): the
+ * ranks are out of step, so the communicator refuses every later call.
+ * Returns @p st. */
+fr_status_t fr_comm_break(struct fr_comm *comm, fr_status_t st);
+
+/* "rank 3" or "ranks 0-2,5": a sorted list of ranks for messages. */
+void fr_rank_list(const int *ranks, int n, char *buf, size_t len);
+
+/* Complete an MPI request, bounded by the communicator's timeout. On expiry
+ * the request is left to MPI (it cannot be cancelled) and the communicator
+ * is broken. @p what names the call ("MPI_Iallreduce"). */
+fr_status_t fr_wait_mpi(struct fr_comm *comm, MPI_Request *req, const char *what);
+
+/* fr_agree() inside a collective: bounded by the timeout like every wait. */
+fr_status_t fr_agree_bounded(struct fr_comm *comm, fr_status_t st, const char *what);
+
+/* FASTREDUCE_CHECK: every rank compares the call's collective, count,
+ * datatype, op, root, memory kind and chosen algorithm (@p alg, an index of
+ * fr_algs) with the others'. FR_ERR_MISMATCH on every rank, with a message
+ * naming the ranks and their values, when they differ. Collective. */
+fr_status_t fr_check_agreement(struct fr_comm *comm, const fr_call_t *call, int alg);
+
+#endif

@@ -1,0 +1,113 @@
+/* test_kill: a rank is killed (SIGKILL) in the middle of large allreduces;
+ * the others must come back with an error naming what they waited on, be
+ * able to destroy their communicator, and exit.
+ *
+ * The last rank starts a thread that kills its process a few milliseconds
+ * into its third call. Every other rank loops over the same calls with
+ * FASTREDUCE_TIMEOUT set; the first failing call must return within the
+ * timeout + 2 s with FR_ERR_TIMED_OUT (or FR_ERR_UCX, where UCX sees the
+ * peer's endpoint go), fr_comm_destroy must succeed without waiting, and the
+ * rank prints one line
+ *     test_kill survivor R: OK: <status> after S s: <message>
+ * or "test_kill survivor R: FAILED: ...", also into $FR_KILL_OUT/survivor.R
+ * when FR_KILL_OUT names a folder, then leaves with _exit (MPI cannot
+ * finalize with a dead rank). The launcher must keep the survivors alive
+ * (Open MPI: --mca orte_enable_recovery 1; MPICH: -disable-auto-cleanup);
+ * tests/mpi/run_mpi.sh counts the lines and checks /dev/shm afterwards.
+ *
+ * Usage: test_kill [--algo NAME] [--timeout SECONDS] [--count FLOATS]
+ */
+#include <pthread.h>
+#include <time.h>
+#include "testutil.h"
+
+static void *killer(void *arg)
+{
+    struct timespec ts = {0, (long)(intptr_t)arg * 1000000L};
+    nanosleep(&ts, NULL);
+    kill(getpid(), SIGKILL);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int np, me;
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    /* MPICH's launcher tells the others of a dead rank with SIGUSR1, whose
+     * default action ends the process */
+    signal(SIGUSR1, SIG_IGN);
+    const char *algo = "shm";
+    const char *tmo = "2";
+    size_t count = 4u << 20;
+    for (int i = 1; i + 1 < argc; i++) {
+        if (!strcmp(argv[i], "--algo")) algo = argv[++i];
+        else if (!strcmp(argv[i], "--timeout")) tmo = argv[++i];
+        else if (!strcmp(argv[i], "--count")) count = strtoull(argv[++i], NULL, 10);
+    }
+    char spec[64];
+    snprintf(spec, sizeof spec, "allreduce=%s", algo);
+    fr_config_t cfg = FR_CONFIG_INIT;
+    cfg.algo = spec;
+    setenv("FASTREDUCE_TIMEOUT", tmo, 1);
+    fr_comm_t c = NULL;
+    fr_status_t st = fr_comm_create(MPI_COMM_WORLD, &cfg, &c);
+    if (st != FR_SUCCESS) {
+        printf("test_kill survivor %d: FAILED: fr_comm_create: %s %s\n", me, fr_strerror(st), fr_last_error());
+        fflush(stdout);
+        _exit(1);
+    }
+    const char *chosen = fr_allreduce_algorithm(c, count, FR_FLOAT32, FR_SUM);
+    float *buf = malloc(count * sizeof(float));
+    for (size_t i = 0; i < count; i++) buf[i] = 1.0f;
+    const int victim = np - 1;
+    double t_fail = 0;
+    for (int it = 0; it < 200; it++) {
+        if (me == victim && it == 2) {
+            printf("test_kill victim %d: killed in call %d of %s (%zu floats)\n", me, it + 1, chosen, count);
+            fflush(stdout);
+            pthread_t t;
+            pthread_create(&t, NULL, killer, (void *)(intptr_t)5);
+        }
+        double t0 = MPI_Wtime();
+        st = fr_allreduce(FR_IN_PLACE, buf, count, FR_FLOAT32, FR_SUM, c);
+        if (st != FR_SUCCESS) { t_fail = MPI_Wtime() - t0; break; }
+    }
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", fr_last_error());
+    double limit = atof(tmo) + 2.0;
+    const char *why = st == FR_SUCCESS ? "every call succeeded although a rank was killed"
+                    : st != FR_ERR_TIMED_OUT && st != FR_ERR_UCX ? "unexpected status"
+                    : t_fail > limit ? "came back too late"
+                    : st == FR_ERR_TIMED_OUT && !strstr(msg, "waiting for") ? "the message names no peer" : NULL;
+    fr_status_t ds = fr_comm_destroy(c);
+    if (!why && ds != FR_SUCCESS) why = "fr_comm_destroy failed";
+    char line[1400];
+    snprintf(line, sizeof line, "test_kill survivor %d: %s: %s after %.2f s (%s): %s%s%s\n", me, why ? "FAILED" : "OK",
+             fr_strerror(st), t_fail, chosen, msg, why ? " -- " : "", why ? why : "");
+    fputs(line, stdout);
+    fflush(stdout);
+    free(buf);
+    /* Launchers may end the job when the first survivor leaves, and lose
+     * the others' output: each writes its line to a file, and leaves once
+     * every survivor has (or after 10 s). */
+    const char *dir = getenv("FR_KILL_OUT");
+    if (dir) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/survivor.%d", dir, me);
+        FILE *f = fopen(path, "w");
+        if (f) { fputs(line, f); fclose(f); }
+        for (int waited = 0; waited < 1000; waited++) {
+            int n = 0;
+            for (int r = 0; r < np - 1; r++) {
+                struct stat sb;
+                snprintf(path, sizeof path, "%s/survivor.%d", dir, r);
+                n += stat(path, &sb) == 0;
+            }
+            if (n == np - 1) break;
+            usleep(10000);
+        }
+    }
+    _exit(why ? 1 : 0);
+}
