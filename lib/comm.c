@@ -133,9 +133,10 @@ static void free_comm(struct fr_comm *c)
     fr_nodeinfo_t ni = {.rank_node = c->rank_node, .rank_local = c->rank_local,
                         .node_comm = fin ? MPI_COMM_NULL : c->node_comm};
     fr_node_free(&ni);
-    /* (an MPI request abandoned by a timeout still uses mpi: MPI may progress
-     * it at any time, so the communicator stays, a small leak) */
+    /* (an MPI request abandoned by a timeout still uses mpi: it is freed
+     * once MPI completes that request, if ever) */
     if (!fin && c->mpi != MPI_COMM_NULL && !c->mpi_left) PMPI_Comm_free(&c->mpi);
+    if (!fin && c->mpi_left) fr_mpi_left_reap(c->mpi);
     free(c->scratch);
     c->magic = 0;
     free(c);
@@ -147,6 +148,7 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     *out = NULL;
     fr_log_init();
     FR_CHECK(fr_mpi_ready());
+    fr_mpi_left_reap(MPI_COMM_NULL);  /* (what earlier timeouts left, if MPI has finished it since) */
     if (mpi_comm == MPI_COMM_NULL) return FR_ERROR(FR_ERR_BAD_COMM, "fr_comm_create: MPI_COMM_NULL");
     int inter = 0;
     if (PMPI_Comm_test_inter(mpi_comm, &inter) != MPI_SUCCESS)
@@ -193,20 +195,21 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     FR_CHECK_GOTO(fr_shm_create(c), st, fail);
     FR_CHECK_GOTO(fr_mpi_ops_get(), st, fail);
     fr_device_probe();
-    if (config && config->nccl_eager) FR_CHECK_GOTO(fr_device_setup(c, -1), st, fail);
+    if (config && config->nccl_eager) FR_CHECK_GOTO(fr_device_setup(c, -1), st, fail_ops);
     c->magic = FR_COMM_MAGIC;
     st = fr_agree(c->mpi, live_add(c) ? FR_SUCCESS : FR_ERROR(FR_ERR_NO_MEMORY, "more than %d live communicators",
                                                               FR_MAX_COMMS), "communicator registration");
     if (st != FR_SUCCESS) {
         live_remove(c);
-        fr_mpi_ops_put();
-        goto fail;
+        goto fail_ops;
     }
     if (c->rank == 0)
         FR_INFO(FR_SUB_INIT, "communicator of %d ranks on %d node(s), %d per node at most, spin %lu",
                 c->size, c->nnodes, c->ppn, (unsigned long)c->spin);
     *out = c;
     return FR_SUCCESS;
+fail_ops:
+    fr_mpi_ops_put();   /* (the reference fr_mpi_ops_get took; free_comm gives back the rest) */
 fail:
     free_comm(c);
     return st;
@@ -229,7 +232,7 @@ fr_status_t fr_comm_destroy(fr_comm_t comm)
         st = FR_ERROR(FR_ERR_MPI, "fr_comm_destroy: MPI_Ibarrier failed");
     } else {
         comm->cur = NULL;
-        st = fr_wait_mpi(comm, &req, "MPI_Ibarrier of fr_comm_destroy");
+        st = fr_wait_mpi(comm, &req, "MPI_Ibarrier of fr_comm_destroy", NULL);
     }
     live_remove(comm);
     free_comm(comm);

@@ -1,4 +1,5 @@
 /* Bounded waits, the broken state and the argument check (see wait.h). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +70,53 @@ fr_status_t fr_wait_timeout(struct fr_comm *comm, const char *step, const char *
     return fr_comm_break(comm, st);
 }
 
-fr_status_t fr_wait_mpi(struct fr_comm *comm, MPI_Request *req, const char *what)
+/* Requests a timeout gave up on, with the heap block each uses and its MPI
+ * communicator: MPI may still complete them (a late rank arriving), and
+ * then the block is freed, and the communicator once its fastreduce
+ * communicator is gone and no other request uses it. Kept in a list so
+ * that nothing is lost track of. */
+typedef struct fr_left {
+    MPI_Request     req;
+    void           *buf;
+    MPI_Comm        comm;
+    int             released;  /* the fastreduce communicator is destroyed */
+    struct fr_left *next;
+} fr_left_t;
+static fr_left_t *left;
+static pthread_mutex_t left_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void leave(MPI_Request req, void *buf, MPI_Comm comm)
+{
+    fr_left_t *l = malloc(sizeof *l);
+    if (!l) return;  /* (then the block is lost: it must not be freed under MPI) */
+    *l = (fr_left_t){.req = req, .buf = buf, .comm = comm};
+    pthread_mutex_lock(&left_lock);
+    l->next = left;
+    left = l;
+    pthread_mutex_unlock(&left_lock);
+}
+
+void fr_mpi_left_reap(MPI_Comm released)
+{
+    if (fr_mpi_ready() != FR_SUCCESS) return;
+    pthread_mutex_lock(&left_lock);
+    for (fr_left_t *l = left; l; l = l->next)
+        if (released != MPI_COMM_NULL && l->comm == released) l->released = 1;
+    for (fr_left_t **p = &left; *p;) {
+        fr_left_t *l = *p;
+        int done = 0;
+        if (PMPI_Test(&l->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) { p = &l->next; continue; }
+        free(l->buf);
+        *p = l->next;
+        int used = 0;
+        for (fr_left_t *o = left; o; o = o->next) used |= o->comm == l->comm;
+        if (l->released && !used) PMPI_Comm_free(&l->comm);
+        free(l);
+    }
+    pthread_mutex_unlock(&left_lock);
+}
+
+fr_status_t fr_wait_mpi(struct fr_comm *comm, MPI_Request *req, const char *what, void *buf)
 {
     if (!comm->timeout_ns) {
         if (PMPI_Wait(req, MPI_STATUS_IGNORE) != MPI_SUCCESS) return FR_ERROR(FR_ERR_MPI, "%s failed", what);
@@ -83,8 +130,9 @@ fr_status_t fr_wait_mpi(struct fr_comm *comm, MPI_Request *req, const char *what
         if (fr_wait_poll(comm, &w)) {
             char step[96];
             snprintf(step, sizeof step, "the MPI library's %s", what);
-            /* (a collective request cannot be cancelled or freed: it stays with
-             * MPI, and so does the communicator it uses) */
+            /* A collective request cannot be cancelled or freed: it stays
+             * with MPI, with its block and communicator (fr_mpi_left_reap). */
+            leave(*req, buf, comm->mpi);
             comm->mpi_left = 1;
             return fr_wait_timeout(comm, step, "every rank of the communicator (MPI does not say which)");
         }
@@ -93,11 +141,17 @@ fr_status_t fr_wait_mpi(struct fr_comm *comm, MPI_Request *req, const char *what
 
 fr_status_t fr_agree_bounded(struct fr_comm *comm, fr_status_t st, const char *what)
 {
-    int mine = (int)st, worst = 0;
+    int *b = malloc(2 * sizeof(int));  /* [mine, worst] (the request may outlive this frame) */
+    if (!b) return FR_ERROR(FR_ERR_NO_MEMORY, "%s: no memory to agree on the outcome", what);
+    b[0] = (int)st;
     MPI_Request req;
-    if (PMPI_Iallreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, comm->mpi, &req) != MPI_SUCCESS)
+    if (PMPI_Iallreduce(b, b + 1, 1, MPI_INT, MPI_MAX, comm->mpi, &req) != MPI_SUCCESS) {
+        free(b);
         return FR_ERROR(FR_ERR_MPI, "%s: MPI_Iallreduce failed while agreeing on the outcome", what);
-    FR_CHECK(fr_wait_mpi(comm, &req, "MPI_Iallreduce agreeing on an outcome"));
+    }
+    FR_CHECK(fr_wait_mpi(comm, &req, "MPI_Iallreduce agreeing on an outcome", b));
+    int worst = b[1];
+    free(b);
     return fr_agreed(st, worst, what);
 }
 
@@ -144,55 +198,66 @@ static void describe(const int64_t *all, int n, int f, int *ranks, char *msg, si
 
 fr_status_t fr_check_agreement(struct fr_comm *comm, const fr_call_t *call, int alg)
 {
-    int64_t mine[NF] = {
+    /* (heap blocks: a timed-out request keeps using them after this returns) */
+    struct { int64_t v[2 * NF], ext[2 * NF]; int ok, all_ok; } *b = malloc(sizeof *b);
+    if (!b) return fr_comm_break(comm, FR_ERROR(FR_ERR_NO_MEMORY, "FASTREDUCE_CHECK: out of memory"));
+    const int64_t mine[NF] = {
         [F_COLL] = call->coll, [F_COUNT] = (int64_t)call->count, [F_DTYPE] = call->dtype,
         [F_OP] = call->coll == FR_COLL_ALLREDUCE ? (int64_t)call->op : -1,
         [F_ROOT] = call->coll == FR_COLL_BCAST ? call->root : -1, [F_MEM] = call->mem, [F_ALG] = alg,
     };
     /* One reduction gives every field's largest and (negated) smallest value. */
-    int64_t v[2 * NF], ext[2 * NF];
-    for (int i = 0; i < NF; i++) { v[i] = mine[i]; v[NF + i] = -mine[i]; }
+    for (int i = 0; i < NF; i++) { b->v[i] = mine[i]; b->v[NF + i] = -mine[i]; }
     MPI_Request req;
-    if (PMPI_Iallreduce(v, ext, 2 * NF, MPI_INT64_T, MPI_MAX, comm->mpi, &req) != MPI_SUCCESS)
+    if (PMPI_Iallreduce(b->v, b->ext, 2 * NF, MPI_INT64_T, MPI_MAX, comm->mpi, &req) != MPI_SUCCESS) {
+        free(b);
         return fr_comm_break(comm, FR_ERROR(FR_ERR_MPI, "FASTREDUCE_CHECK: MPI_Iallreduce failed"));
-    FR_CHECK(fr_wait_mpi(comm, &req, "MPI_Iallreduce of FASTREDUCE_CHECK"));
+    }
+    FR_CHECK(fr_wait_mpi(comm, &req, "MPI_Iallreduce of FASTREDUCE_CHECK", b));
     unsigned differ = 0;
     for (int i = 0; i < NF; i++)
-        if (ext[i] != -ext[NF + i]) differ |= 1u << i;
-    if (!differ) return FR_SUCCESS;
+        if (b->ext[i] != -b->ext[NF + i]) differ |= 1u << i;
+    if (!differ) { free(b); return FR_SUCCESS; }
     /* (calls of different collectives differ in op, root and algorithm too: saying so adds nothing) */
     if (differ & (1u << F_COLL)) differ &= ~((1u << F_OP) | (1u << F_ROOT) | (1u << F_ALG));
 
-    /* They differ: every rank learns every rank's values, to say who has what. */
+    /* They differ: every rank learns every rank's values, to say who has
+     * what; [n * NF] holds this rank's own, the gather's send buffer. */
     int n = comm->size;
-    int64_t *all = malloc(sizeof(int64_t) * NF * (size_t)n);
+    int64_t *all = malloc(sizeof(int64_t) * NF * ((size_t)n + 1));
     int *ranks = malloc(sizeof(int) * (size_t)n);
-    int ok = all && ranks, all_ok = 0;
-    if (PMPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm->mpi, &req) != MPI_SUCCESS ||
-        fr_wait_mpi(comm, &req, "MPI_Iallreduce of FASTREDUCE_CHECK") != FR_SUCCESS)
-        all_ok = -1;
-    if (all_ok == 1 && (PMPI_Iallgather(mine, NF, MPI_INT64_T, all, NF, MPI_INT64_T, comm->mpi, &req) != MPI_SUCCESS
-                        || fr_wait_mpi(comm, &req, "MPI_Iallgather of FASTREDUCE_CHECK") != FR_SUCCESS))
-        all_ok = -1;
+    b->ok = all && ranks;
+    b->all_ok = 0;
+    fr_status_t st = FR_SUCCESS;
+    if (PMPI_Iallreduce(&b->ok, &b->all_ok, 1, MPI_INT, MPI_MIN, comm->mpi, &req) != MPI_SUCCESS)
+        st = FR_ERROR(FR_ERR_MPI, "FASTREDUCE_CHECK: MPI_Iallreduce failed");
+    else if ((st = fr_wait_mpi(comm, &req, "MPI_Iallreduce of FASTREDUCE_CHECK", b)) != FR_SUCCESS)
+        b = NULL;  /* (left to MPI) */
+    int gathered = st == FR_SUCCESS && b->all_ok == 1;
+    if (gathered) {
+        memcpy(all + (size_t)n * NF, mine, sizeof mine);
+        if (PMPI_Iallgather(all + (size_t)n * NF, NF, MPI_INT64_T, all, NF, MPI_INT64_T, comm->mpi, &req) !=
+            MPI_SUCCESS)
+            st = FR_ERROR(FR_ERR_MPI, "FASTREDUCE_CHECK: MPI_Iallgather failed");
+        else if ((st = fr_wait_mpi(comm, &req, "MPI_Iallgather of FASTREDUCE_CHECK", all)) != FR_SUCCESS)
+            all = NULL;  /* (left to MPI) */
+        gathered = st == FR_SUCCESS;
+    }
     char msg[768] = "";
-    if (all_ok == 1) {
-        for (int f = 0; f < NF; f++)
-            if (differ & (1u << f)) describe(all, n, f, ranks, msg, sizeof msg);
-    } else {
-        for (int f = 0; f < NF; f++)
-            if (differ & (1u << f)) {
-                size_t at = strlen(msg);
-                snprintf(msg + at, sizeof msg - at, "%s%s", at ? ", " : "", field_name[f]);
-            }
+    for (int f = 0; f < NF; f++) {
+        if (!(differ & (1u << f))) continue;
+        if (gathered) { describe(all, n, f, ranks, msg, sizeof msg); continue; }
+        size_t at = strlen(msg);
+        snprintf(msg + at, sizeof msg - at, "%s%s", at ? ", " : "", field_name[f]);
     }
     free(all);
     free(ranks);
-    if (all_ok < 0) return comm->broken ? comm->broken : fr_comm_break(comm, FR_ERROR(FR_ERR_MPI,
-                                                         "FASTREDUCE_CHECK: gathering the arguments failed"));
+    free(b);
+    if (st != FR_SUCCESS) return comm->broken ? comm->broken : fr_comm_break(comm, st);
     char mine_txt[48];
     field_text(F_COLL, mine[F_COLL], mine_txt, sizeof mine_txt);
-    fr_status_t st = FR_ERROR(FR_ERR_MISMATCH, "FASTREDUCE_CHECK: call #%lu (%s here): the ranks disagree: %s; "
-                              "nothing was sent", (unsigned long)comm->seq, mine_txt, msg);
+    st = FR_ERROR(FR_ERR_MISMATCH, "FASTREDUCE_CHECK: call #%lu (%s here): the ranks disagree: %s; nothing was sent",
+                  (unsigned long)comm->seq, mine_txt, msg);
     if (comm->rank == 0) FR_WARN(FR_SUB_COLL, "%s", fr_last_error());
     return st;
 }

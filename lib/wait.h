@@ -51,10 +51,17 @@ fr_status_t fr_comm_break(struct fr_comm *comm, fr_status_t st);
 /* "rank 3" or "ranks 0-2,5": a sorted list of ranks for messages. */
 void fr_rank_list(const int *ranks, int n, char *buf, size_t len);
 
-/* Complete an MPI request, bounded by the communicator's timeout. On expiry
- * the request is left to MPI (it cannot be cancelled) and the communicator
- * is broken. @p what names the call ("MPI_Iallreduce"). */
-fr_status_t fr_wait_mpi(struct fr_comm *comm, MPI_Request *req, const char *what);
+/* Complete an MPI request, bounded by the communicator's timeout. @p buf
+ * (or NULL) is the heap block the request reads and writes: on a timeout
+ * the request, @p buf and the MPI communicator are left to MPI (a
+ * collective request cannot be cancelled) and freed by fr_mpi_left_reap()
+ * once MPI completes it; the communicator is broken. @p what names the
+ * call ("MPI_Iallreduce"). */
+fr_status_t fr_wait_mpi(struct fr_comm *comm, MPI_Request *req, const char *what, void *buf);
+/* Free what timed-out requests left, for those MPI has completed since.
+ * @p released: the MPI communicator of a fastreduce communicator being
+ * destroyed (MPI_COMM_NULL: none), freed once nothing uses it. */
+void fr_mpi_left_reap(MPI_Comm released);
 
 /* fr_agree() inside a collective: bounded by the timeout like every wait. */
 fr_status_t fr_agree_bounded(struct fr_comm *comm, fr_status_t st, const char *what);

@@ -123,6 +123,24 @@ static void test_rejections(void)
     TU_CHECK(fr_bcast_algorithm(NULL, 8, FR_FLOAT32, 0) == NULL, "fr_bcast_algorithm(NULL) is not NULL");
     REJECT(FR_SUCCESS, "fr_comm_destroy(NULL)", fr_comm_destroy(NULL));
 
+    /* the *_stream entry points validate alike (a NULL stream is CUDA's default) */
+    REJECT(FR_ERR_NULL_POINTER, "allreduce_stream sendbuf NULL count 8",
+           fr_allreduce_stream(NULL, r, n, FR_FLOAT32, FR_SUM, comm, NULL));
+    REJECT(FR_ERR_NULL_POINTER, "bcast_stream buffer NULL count 8", fr_bcast_stream(NULL, n, FR_FLOAT32, 0, comm, NULL));
+    REJECT(FR_ERR_COUNT, "allreduce_stream count SIZE_MAX",
+           fr_allreduce_stream(s, r, SIZE_MAX, FR_FLOAT32, FR_SUM, comm, NULL));
+    REJECT(FR_ERR_COUNT, "bcast_stream count SIZE_MAX", fr_bcast_stream(r, SIZE_MAX, FR_INT8, 0, comm, NULL));
+    REJECT(FR_ERR_INVALID_ARG, "allreduce_stream dtype 99",
+           fr_allreduce_stream(s, r, n, (fr_dtype_t)99, FR_SUM, comm, NULL));
+    REJECT(FR_ERR_INVALID_ARG, "allreduce_stream op 99",
+           fr_allreduce_stream(s, r, n, FR_FLOAT32, (fr_op_t)99, comm, NULL));
+    REJECT(FR_ERR_INVALID_ARG, "allreduce_stream overlapping buffers",
+           fr_allreduce_stream(s, s + 1, n, FR_FLOAT32, FR_SUM, comm, NULL));
+    REJECT(FR_ERR_ROOT, "bcast_stream root == size", fr_bcast_stream(r, n, FR_FLOAT32, np, comm, NULL));
+    REJECT(FR_ERR_ROOT, "bcast_stream root -1", fr_bcast_stream(r, n, FR_FLOAT32, -1, comm, NULL));
+    REJECT(FR_ERR_BAD_COMM, "allreduce_stream comm NULL", fr_allreduce_stream(s, r, n, FR_FLOAT32, FR_SUM, NULL, NULL));
+    REJECT(FR_ERR_BAD_COMM, "bcast_stream comm NULL", fr_bcast_stream(r, n, FR_FLOAT32, 0, NULL, NULL));
+
     /* partly overlapping buffers; the same pointer is in place; adjacent is fine */
     REJECT(FR_ERR_INVALID_ARG, "allreduce recvbuf = sendbuf + 1 element",
            fr_allreduce(s, s + 1, n, FR_FLOAT32, FR_SUM, comm));
@@ -515,6 +533,36 @@ static void test_pmpi_paths(void)
     MPI_Type_free(&pair);
 }
 
+/* FR_Allreduce / FR_Bcast given bad arguments return MPI's class for them
+ * and change nothing (on a duplicate whose error handler returns). */
+static void test_fr_errors(void)
+{
+    MPI_Comm d;
+    MPI_Comm_dup(MPI_COMM_WORLD, &d);
+    MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
+    float *s = (float *)sb, *r = (float *)rb;
+    int rc, cls;
+#define FR_REJECT(want, desc, call) do { \
+    bufs_reset(); \
+    tu_begin("%s", desc); \
+    rc = (call); \
+    MPI_Error_class(rc, &cls); \
+    TU_CHECK(cls == (want), "returned class %d, expected %d (%s)", cls, (want), #want); \
+    bufs_unchanged(); \
+} while (0)
+    FR_REJECT(MPI_ERR_BUFFER, "FR_Allreduce NULL buffers count 8", FR_Allreduce(NULL, NULL, 8, MPI_FLOAT, MPI_SUM, d));
+    FR_REJECT(MPI_ERR_BUFFER, "FR_Bcast NULL buffer count 8", FR_Bcast(NULL, 8, MPI_FLOAT, 0, d));
+    FR_REJECT(MPI_ERR_ROOT, "FR_Bcast root == size", FR_Bcast(r, 8, MPI_FLOAT, np, d));
+    FR_REJECT(MPI_ERR_ROOT, "FR_Bcast root -1", FR_Bcast(r, 8, MPI_FLOAT, -1, d));
+    FR_REJECT(MPI_ERR_ARG, "FR_Allreduce overlapping buffers", FR_Allreduce(s, s + 1, 8, MPI_FLOAT, MPI_SUM, d));
+#undef FR_REJECT
+    tu_begin("FR_Allreduce on the same communicator after the rejected calls");
+    int v = me + 1, sum = 0;
+    rc = FR_Allreduce(&v, &sum, 1, MPI_INT, MPI_SUM, d);
+    TU_CHECK(rc == MPI_SUCCESS && sum == np * (np + 1) / 2, "rc %d, sum %d", rc, sum);
+    MPI_Comm_free(&d);
+}
+
 static int count_fds(void)
 {
     int n = 0;
@@ -609,6 +657,7 @@ int main(int argc, char **argv)
     test_fr_allreduce_mpi();
     t[4] = MPI_Wtime();
     test_pmpi_paths();
+    test_fr_errors();
     t[5] = MPI_Wtime();
     test_cached_comms();
     t[6] = MPI_Wtime();
@@ -630,6 +679,19 @@ int main(int argc, char **argv)
     tu_free(rb);
     int rc = tu_finish();
     MPI_Finalize();
+    /* after MPI_Finalize: calls on a communicator that outlived it are
+     * refused and touch nothing; creating one is refused */
+    float x[4] = {1, 2, 3, 4};
+    fr_comm_t again = NULL;
+    if (late && (fr_allreduce(FR_IN_PLACE, x, 4, FR_FLOAT32, FR_SUM, late) != FR_ERR_NOT_INITIALIZED ||
+                 fr_bcast(x, 4, FR_FLOAT32, 0, late) != FR_ERR_NOT_INITIALIZED || x[0] != 1 || x[3] != 4)) {
+        fprintf(stderr, "FAIL test_args: a call after MPI_Finalize was not refused: %s\n", fr_last_error());
+        return 1;
+    }
+    if (fr_comm_create(MPI_COMM_WORLD, NULL, &again) != FR_ERR_NOT_INITIALIZED || again) {
+        fprintf(stderr, "FAIL test_args: fr_comm_create after MPI_Finalize: %s\n", fr_last_error());
+        return 1;
+    }
     if (late && fr_comm_destroy(late) != FR_SUCCESS) {
         fprintf(stderr, "FAIL test_args: fr_comm_destroy after MPI_Finalize: %s\n", fr_last_error());
         return 1;
