@@ -77,7 +77,8 @@ static void log_setup(void)
 }
 
 void fr_log_init(void) { pthread_once(&log_once, log_setup); }
-void fr_log_set_rank(int rank) { log_rank = rank; }
+/* (atomic: communicators may be created by several threads at once) */
+void fr_log_set_rank(int rank) { __atomic_store_n(&log_rank, rank, __ATOMIC_RELAXED); }
 
 static const char *level_name(fr_log_level_t l)
 {
@@ -88,12 +89,13 @@ static void emit(const char *tag, const char *where, int line, const char *fmt, 
 {
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
+    int rank = __atomic_load_n(&log_rank, __ATOMIC_RELAXED);
     pthread_mutex_lock(&log_lock);
     FILE *f = log_file ? log_file : stderr;
     if (where)
-        fprintf(f, "%s:%ld:%d fastreduce %s %s:%d %s\n", log_host, (long)getpid(), log_rank, tag, where, line, msg);
+        fprintf(f, "%s:%ld:%d fastreduce %s %s:%d %s\n", log_host, (long)getpid(), rank, tag, where, line, msg);
     else
-        fprintf(f, "%s:%ld:%d fastreduce %s %s\n", log_host, (long)getpid(), log_rank, tag, msg);
+        fprintf(f, "%s:%ld:%d fastreduce %s %s\n", log_host, (long)getpid(), rank, tag, msg);
     fflush(f);
     pthread_mutex_unlock(&log_lock);
 }

@@ -118,13 +118,24 @@ typedef struct cached {
 static int comm_key = MPI_KEYVAL_INVALID, self_key = MPI_KEYVAL_INVALID;
 static cached_t *cache_list;
 static unsigned long n_created, n_freed;  /* fr_comm_t made and destroyed for MPI communicators */
+/* Guards cache_list and the counts (the keyvals are made under
+ * pthread_once): FR_* calls on
+ * different communicators may come from several threads at once
+ * (MPI_THREAD_MULTIPLE), and so may the MPI_Comm_free calls that run
+ * comm_delete. Never held across a collective (fr_comm_create,
+ * fr_comm_destroy, fr_agree): threads of two ranks could then wait for each
+ * other's lock. */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void fr_mpi_cache_counts(unsigned long *created, unsigned long *freed)
 {
+    pthread_mutex_lock(&cache_lock);
     *created = n_created;
     *freed = n_freed;
+    pthread_mutex_unlock(&cache_lock);
 }
 
+/* (with cache_lock held) */
 static void unlink_entry(cached_t *e)
 {
     for (cached_t **p = &cache_list; *p; p = &(*p)->next)
@@ -135,39 +146,55 @@ static int comm_delete(MPI_Comm c, int key, void *val, void *extra)
 {
     cached_t *e = val;
     (void)c; (void)key; (void)extra;
-    if (e->comm) {
-        fr_comm_destroy(e->comm);
-        n_freed++;
-    }
+    pthread_mutex_lock(&cache_lock);
+    fr_comm_t fc = e->comm;
+    e->comm = NULL;
     unlink_entry(e);
+    if (fc) n_freed++;
+    pthread_mutex_unlock(&cache_lock);
+    if (fc) fr_comm_destroy(fc);
     free(e);
     return MPI_SUCCESS;
 }
 
 /* At finalize: destroy every fr_comm_t still cached, oldest first (the list
  * is newest first). The entries stay, for a later comm_delete to free. */
-static void destroy_from(cached_t *e)
-{
-    if (!e) return;
-    destroy_from(e->next);
-    if (e->comm) { fr_comm_destroy(e->comm); e->comm = NULL; n_freed++; }
-}
-
 static int self_delete(MPI_Comm c, int key, void *val, void *extra)
 {
     (void)c; (void)key; (void)val; (void)extra;
-    destroy_from(cache_list);
+    for (;;) {
+        fr_comm_t fc = NULL;
+        pthread_mutex_lock(&cache_lock);
+        cached_t *oldest = NULL;
+        for (cached_t *e = cache_list; e; e = e->next)
+            if (e->comm) oldest = e;
+        if (oldest) {
+            fc = oldest->comm;
+            oldest->comm = NULL;
+            n_freed++;
+        }
+        pthread_mutex_unlock(&cache_lock);
+        if (!fc) break;
+        fr_comm_destroy(fc);   /* (outside the lock: it is collective) */
+    }
     return MPI_SUCCESS;
+}
+
+static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
+static int keys_ok;
+
+static void make_keys(void)
+{
+    keys_ok = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_delete, &comm_key, NULL) == MPI_SUCCESS &&
+              PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &self_key, NULL) == MPI_SUCCESS &&
+              PMPI_Comm_set_attr(MPI_COMM_SELF, self_key, NULL) == MPI_SUCCESS;
 }
 
 static fr_comm_t cached_comm(MPI_Comm mc)
 {
-    if (comm_key == MPI_KEYVAL_INVALID) {
-        if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_delete, &comm_key, NULL) != MPI_SUCCESS ||
-            PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &self_key, NULL) != MPI_SUCCESS ||
-            PMPI_Comm_set_attr(MPI_COMM_SELF, self_key, NULL) != MPI_SUCCESS)
-            return NULL;
-    }
+    /* once per process, whichever thread comes first */
+    pthread_once(&keys_once, make_keys);
+    if (!keys_ok) return NULL;
     void *val;
     int found = 0;
     PMPI_Comm_get_attr(mc, comm_key, &val, &found);
@@ -176,16 +203,19 @@ static fr_comm_t cached_comm(MPI_Comm mc)
     fr_status_t st = e ? FR_SUCCESS : FR_ERROR(FR_ERR_NO_MEMORY, "no memory for the communicator cache");
     st = fr_agree(mc, st, "FR_* communicator cache");
     if (st != FR_SUCCESS) { free(e); return NULL; }
-    if (fr_comm_create(mc, NULL, &e->comm) != FR_SUCCESS) {
+    int made = fr_comm_create(mc, NULL, &e->comm) == FR_SUCCESS;
+    if (!made) {
         FR_WARN(FR_SUB_INIT, "FR_* calls on this communicator go to MPI: %s", fr_last_error());
         e->comm = NULL; /* remembered: not retried */
-    } else {
-        n_created++;
     }
+    fr_comm_t fc = e->comm;
+    pthread_mutex_lock(&cache_lock);
+    if (made) n_created++;
     e->next = cache_list;
     cache_list = e;
+    pthread_mutex_unlock(&cache_lock);
     PMPI_Comm_set_attr(mc, comm_key, e);
-    return e->comm;
+    return fc;
 }
 
 /* Whether FR_* can serve this communicator (intra, MPI usable). */

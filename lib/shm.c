@@ -110,7 +110,8 @@ static int map_segment(struct fr_comm *comm, fr_shm_t *s, int use_memfd)
             static unsigned counter;
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
-            snprintf(msg.name, sizeof msg.name, "/fastreduce-%ld-%u-%lx", (long)getpid(), counter++,
+            snprintf(msg.name, sizeof msg.name, "/fastreduce-%ld-%u-%lx", (long)getpid(),
+                     __atomic_fetch_add(&counter, 1u, __ATOMIC_RELAXED),  /* (threads may create at once) */
                      (unsigned long)ts.tv_nsec);
             fd = shm_open(msg.name, O_CREAT | O_EXCL | O_RDWR, 0600);
         }

@@ -53,7 +53,12 @@ static fr_status_t ctx_get(void)
             memset(&p, 0, sizeof p);
             p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
             p.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
-            p.mt_workers_shared = 0;
+            /* Each communicator has its own worker; under MPI_THREAD_MULTIPLE
+             * communicators (so workers) may be used by several threads at
+             * once, and UCX asks for a thread-safe context then. */
+            int level = MPI_THREAD_SINGLE;
+            if (PMPI_Query_thread(&level) != MPI_SUCCESS) level = MPI_THREAD_SINGLE;
+            p.mt_workers_shared = level == MPI_THREAD_MULTIPLE;
             us = ucp_init(&p, cfg, &ctx);
             ucp_config_release(cfg);
         }
@@ -93,7 +98,10 @@ fr_status_t fr_ucx_create(struct fr_comm *comm)
     ucp_worker_params_t wp;
     memset(&wp, 0, sizeof wp);
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    /* one thread at a time, not always the one that created it (a
+     * communicator may move between threads under MPI_THREAD_SERIALIZED or
+     * MULTIPLE); UCX takes a lock only for UCS_THREAD_MODE_MULTI */
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
     ucs_status_t us = ucp_worker_create(ctx, &wp, &u->worker);
     if (us != UCS_OK) { u->worker = NULL; st = FR_ERROR(FR_ERR_UCX, "ucp_worker_create: %s", ucs_status_string(us)); goto fail_agree; }
     if (ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK) u->efd = -1;

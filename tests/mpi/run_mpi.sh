@@ -1,8 +1,8 @@
 #!/bin/bash
 # The `make check` driver of the multi-rank tests: launches test_coll,
-# test_args and test_select under $MPIEXEC at several rank counts, with and
-# without a faked node split, each under a timeout, and sums their
-# "X passed, Y failed" lines into a final plain line "N passed, M failed".
+# test_args, test_select, soak, test_threads and the others under $MPIEXEC
+# at several rank counts, with and without a faked node split, each under a
+# timeout, and sums their "X passed, Y failed" lines into a final plain line "N passed, M failed".
 #
 # Environment (set by tests/Makefile.am):
 #   MPIEXEC         launcher (mpirun for Open MPI, mpiexec.mpich for MPICH)
@@ -29,7 +29,7 @@ QUICK=${FASTREDUCE_TEST_QUICK:-0}
 [ "$QUICK" = 0 ] && QUICK=
 EXTRA=${FR_MPIEXEC_FLAGS:-}
 
-for p in test_coll test_args test_select test_bind test_fakedev test_fault test_kill mpi_program mpi_program_linked skip_program; do
+for p in test_coll test_args test_select test_bind test_fakedev test_fault test_kill test_threads soak mpi_program mpi_program_linked skip_program; do
     if [ ! -x "$BIN/$p" ]; then
         echo "run_mpi.sh: $BIN/$p not found (build with make check, or set top_builddir)" >&2
         exit 99
@@ -54,7 +54,8 @@ total_pass=0
 total_fail=0
 launch_fail=0
 nlaunch=0
-summary_re='^test_[a-z]+ np=[0-9]+: [0-9]+ passed, [0-9]+ failed$'
+summary_re='^(test_[a-z]+|soak) np=[0-9]+: [0-9]+ passed, [0-9]+ failed$'
+nskip=0
 
 # launcher VAR...: LAUNCH=(the launcher and, for Open MPI, its flags, with
 # -x for each variable named)
@@ -88,6 +89,12 @@ run_one() {
     rc=$?
     local dt=$((SECONDS - t0))
     local line what="np=$np ${envs:+$envs }$prog${args:+ $args}"
+    # exit status 77: the program cannot run here (test_threads without MPI_THREAD_MULTIPLE)
+    if [ "$rc" = 77 ]; then
+        nskip=$((nskip + 1))
+        echo "SKIP: $what (${dt} s): $(grep -m1 'SKIP' "$log")"
+        return 0
+    fi
     line=$(grep -E "$summary_re" "$log" | tail -n 1)
     local ok=1 note=""
     if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
@@ -156,6 +163,15 @@ for np in 1 2 3; do
 done
 for np in 2 3 4; do
     run_one "$np" "" test_select
+done
+# Many calls on the world and on communicators made and destroyed all along:
+# results, and no growth of the resident set, descriptors or segments.
+run_one 2 "" soak --short
+# MPI_THREAD_MULTIPLE: a communicator per thread, 4 threads at once (and
+# creation, destruction and the FR_* cache from threads); the spin is short,
+# as 4 threads a rank spinning on 2 cores would starve the others.
+for np in 2 3; do
+    run_one "$np" "FASTREDUCE_SPIN=20" test_threads
 done
 # Ranks that do not call alike: FASTREDUCE_CHECK mismatches, and a rank
 # skipping a collective under FASTREDUCE_TIMEOUT with every algorithm
@@ -435,7 +451,7 @@ else
     total_fail=$((total_fail + 1)); launch_fail=$((launch_fail + 1))
 fi
 
-echo "run_mpi.sh: $nlaunch launches, $launch_fail failed, $((SECONDS - t_start)) s"
+echo "run_mpi.sh: $nlaunch launches, $launch_fail failed, $nskip skipped, $((SECONDS - t_start)) s"
 echo "$total_pass passed, $total_fail failed"
 if [ "$total_fail" -gt 0 ] || [ "$launch_fail" -gt 0 ]; then
     exit 1
