@@ -75,7 +75,7 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm, int algo)
     if (r != ncclSuccess)
         return FR_ERROR(FR_ERR_CUDA, "%s: %s (%s)", call->coll == FR_COLL_ALLREDUCE ? "ncclAllReduce" : "ncclBroadcast",
                         ncclGetErrorString(r), ncclGetLastError((ncclComm_t)comm->nccl));
-    return call->async ? FR_SUCCESS : fr_device_sync(call->stream);
+    return call->async ? FR_SUCCESS : fr_device_wait_nccl(comm, call->stream);
 }
 
 #else

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "nccl_plugin.h"
 #include "settings.h"
+#include "wait.h"
 #ifdef FR_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -295,7 +296,41 @@ fr_status_t fr_device_setup(struct fr_comm *c, int dev)
     return FR_SUCCESS;
 }
 
+fr_status_t fr_device_wait_nccl(struct fr_comm *c, void *stream)
+{
+    if (!c->timeout_ns) return fr_device_sync(stream);
+    /* Bounded: poll the stream, and NCCL for an error a peer's failure
+     * raises; past the timeout abort the NCCL communicator (its kernels
+     * stop) and break ours. */
+    fr_wait_t w = FR_WAIT_INIT;
+    for (;;) {
+        cudaError_t e = cudaStreamQuery((cudaStream_t)stream);
+        if (e == cudaSuccess) return FR_SUCCESS;
+        if (e != cudaErrorNotReady) return cuda_status(e, "cudaStreamQuery");
+        ncclResult_t async = ncclSuccess;
+        if (c->nccl && ncclCommGetAsyncError((ncclComm_t)c->nccl, &async) == ncclSuccess && async != ncclSuccess &&
+            async != ncclInProgress) {
+            fr_status_t st = nccl_status(async, "NCCL (asynchronous error)");
+            ncclCommAbort((ncclComm_t)c->nccl);
+            c->nccl = NULL;
+            return st;
+        }
+        if (fr_wait_poll(c, &w)) {
+            if (c->nccl) ncclCommAbort((ncclComm_t)c->nccl);
+            c->nccl = NULL;
+            return fr_wait_timeout(c, "the NCCL kernel on the stream (NCCL communicator aborted)",
+                                   "every rank of the communicator (NCCL does not say which)");
+        }
+    }
+}
+
 #else /* no NCCL */
+
+fr_status_t fr_device_wait_nccl(struct fr_comm *c, void *stream)
+{
+    (void)c;
+    return fr_device_sync(stream);
+}
 
 fr_status_t fr_device_setup(struct fr_comm *c, int dev)
 {

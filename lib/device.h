@@ -44,6 +44,10 @@ int fr_device_of(const void *p);
 fr_status_t fr_device_copy(void *dst, const void *src, size_t bytes, void *stream);
 /* Wait for the work on @p stream. */
 fr_status_t fr_device_sync(void *stream);
+/* Wait for an NCCL call enqueued on @p stream: bounded by the
+ * communicator's FASTREDUCE_TIMEOUT (then the NCCL communicator is aborted
+ * and @p comm broken), and failing on an asynchronous NCCL error. */
+fr_status_t fr_device_wait_nccl(struct fr_comm *comm, void *stream);
 /* A pinned host buffer of at least @p bytes owned by the communicator. */
 void *fr_device_stage(struct fr_comm *comm, size_t bytes);
 
