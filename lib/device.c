@@ -346,7 +346,11 @@ fr_status_t fr_device_setup(struct fr_comm *c, int dev)
 void fr_device_destroy(struct fr_comm *c)
 {
 #ifdef FR_HAVE_NCCL
-    if (c->nccl) ncclCommDestroy((ncclComm_t)c->nccl);
+    /* (a broken communicator's peers may be gone: abort, which does not wait for them) */
+    if (c->nccl) {
+        if (c->broken) ncclCommAbort((ncclComm_t)c->nccl);
+        else ncclCommDestroy((ncclComm_t)c->nccl);
+    }
 #endif
 #ifdef FR_HAVE_CUDA
     if (c->stage) cudaFreeHost(c->stage);

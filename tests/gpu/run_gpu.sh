@@ -37,7 +37,9 @@ fi
 for np in 1 2 3; do
     for algo in default nccl nccl_ring nccl_tree staged; do
         log="$LOGDIR/np$np-$algo.log"
-        launch "$np" "$log" --algo "$algo"
+        # (at 2 ranks the default also has a rank skip a call under FASTREDUCE_TIMEOUT)
+        extra=(); [ "$np" = 2 ] && [ "$algo" = default ] && extra=(--skip)
+        launch "$np" "$log" --algo "$algo" "${extra[@]}"
         rc=$?
         line=$(grep -E '^test_device np=[0-9]+: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
         p=$(echo "$line" | sed -nE 's/.*: ([0-9]+) passed.*/\1/p'); f=$(echo "$line" | sed -nE 's/.* ([0-9]+) failed$/\1/p')

@@ -17,7 +17,7 @@
 #include "../mpi/testutil.h"
 #include "../mpi/reference.h"
 
-static int np, me, quick, probe;
+static int np, me, quick, probe, skip_test;
 static const char *algo;
 
 #define CU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
@@ -131,6 +131,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--algo") && i + 1 < argc) algo = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--probe")) probe = 1;
+        else if (!strcmp(argv[i], "--skip")) skip_test = 1;
     }
     if (algo && !strcmp(algo, "default")) algo = NULL;
     int ndev = 0, fewest;
@@ -188,8 +189,45 @@ int main(int argc, char **argv)
              fr_last_error());
     CU(cudaFree(d));
     if (me == 0) printf("test_device np=%d algo=%s: %.1f s\n", np, algo ? algo : "default", MPI_Wtime() - t0);
-    CU(cudaStreamDestroy(s));
     fr_comm_destroy(comm);
+    if (skip_test && np >= 2) {
+        /* The last rank skips a device allreduce under FASTREDUCE_TIMEOUT=2:
+         * the others come back within the timeout + 5 s (NCCL aborted, or
+         * the staged path's host wait), the communicator refuses later
+         * calls, and destroy does not hang on anyone. */
+        setenv("FASTREDUCE_TIMEOUT", "2", 1);
+        fr_comm_t tc = NULL;
+        st = fr_comm_create(MPI_COMM_WORLD, &cfg, &tc);
+        unsetenv("FASTREDUCE_TIMEOUT");
+        tu_begin("device allreduce skipped by rank %d: fr_comm_create", np - 1);
+        if (TU_CHECK(st == FR_SUCCESS, "%s: %s", tu_status(st), fr_last_error())) {
+            const size_t n = 1 << 20;
+            float *dv;
+            CU(cudaMalloc((void **)&dv, n * sizeof(float)));
+            CU(cudaMemset(dv, 0, n * sizeof(float)));
+            st = fr_allreduce(FR_IN_PLACE, dv, n, FR_FLOAT32, FR_SUM, tc);
+            tu_begin("device allreduce skipped by rank %d: a call before the skip", np - 1);
+            TU_CHECK(st == FR_SUCCESS, "%s: %s", tu_status(st), fr_last_error());
+            tu_begin("device allreduce skipped by rank %d: the others time out", np - 1);
+            if (me != np - 1) {
+                double t1 = MPI_Wtime();
+                st = fr_allreduce(FR_IN_PLACE, dv, n, FR_FLOAT32, FR_SUM, tc);
+                double t = MPI_Wtime() - t1;
+                TU_CHECK(st == FR_ERR_TIMED_OUT || st == FR_ERR_CUDA, "returned %s: %s", tu_status(st),
+                         fr_last_error());
+                TU_CHECK(t <= 7.0, "returned after %.1f s", t);
+                st = fr_allreduce(FR_IN_PLACE, dv, n, FR_FLOAT32, FR_SUM, tc);
+                TU_CHECK(st == FR_ERR_BAD_COMM, "a later call returned %s", tu_status(st));
+            }
+            tu_begin("device allreduce skipped by rank %d: fr_comm_destroy", np - 1);
+            double t2 = MPI_Wtime();
+            st = fr_comm_destroy(tc);
+            TU_CHECK((st == FR_SUCCESS || st == FR_ERR_TIMED_OUT) && MPI_Wtime() - t2 <= 7.0,
+                     "returned %s after %.1f s", tu_status(st), MPI_Wtime() - t2);
+            CU(cudaFree(dv));
+        }
+    }
+    CU(cudaStreamDestroy(s));
     int rc = tu_finish();
     MPI_Finalize();
     return rc;
