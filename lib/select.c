@@ -292,13 +292,14 @@ fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
                 call->coll == FR_COLL_ALLREDUCE ? fr_op_name(call->op) : "",
                 call->coll == FR_COLL_BCAST ? " from root" : "", a->name, why);
     }
-    if (comm->check) FR_CHECK(fr_check_agreement(comm, call, alg_index(a)));
     /* (a staged call dispatches its host call inside: the outer one comes back after) */
     const fr_call_t *outer = comm->cur;
     const char *outer_alg = comm->cur_alg;
     comm->cur = call;
     comm->cur_alg = a->name;
-    fr_status_t st = a->run(call, comm);
+    fr_status_t st = comm->check ? fr_check_agreement(comm, call, alg_index(a)) : FR_SUCCESS;
+    if (st == FR_SUCCESS) st = a->run(call, comm);
+    else call->agreed = st == FR_ERR_MISMATCH;  /* (every rank refused alike) */
     comm->cur = outer;
     comm->cur_alg = outer_alg;
     /* A call that failed part-way leaves the ranks out of step. */
