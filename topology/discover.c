@@ -180,7 +180,8 @@ static void read_distances(fr_topo_t *t, hwloc_topology_t h)
 
 static int cmp_gpu(const void *a, const void *b)
 {
-    return ((const fr_topo_gpu_t *)a)->index - ((const fr_topo_gpu_t *)b)->index;
+    int x = ((const fr_topo_gpu_t *)a)->index, y = ((const fr_topo_gpu_t *)b)->index;
+    return (x > y) - (x < y);   /* (a difference can overflow) */
 }
 
 static fr_status_t read_io(fr_topo_t *t, hwloc_topology_t h)

@@ -20,16 +20,21 @@ const char *fr_bind_mode_name(int mode)
     return mode >= 0 && mode <= FR_BIND_GPU ? mode_names[mode] : "?";
 }
 
-/* A rank's preferred NUMA node: its GPU's in gpu mode, else round robin. */
+/* A rank's preferred NUMA node: its GPU's in gpu mode, else round robin.
+ * Only NUMA nodes with cores count: a memory-only one has none to give. */
 static int preferred_numa(const fr_topo_t *t, int mode, int gpu, int *rr)
 {
     if (mode == FR_BIND_GPU && gpu >= 0) {
         const fr_topo_gpu_t *g = &t->gpu[gpu];
-        if (g->numa >= 0) return g->numa;
+        if (g->numa >= 0 && t->numa[g->numa].ncores) return g->numa;
         for (int n = 0; g->package >= 0 && n < t->nnuma; n++)
-            if (t->numa[n].package == g->package) return n;
+            if (t->numa[n].package == g->package && t->numa[n].ncores) return n;
     }
-    return (*rr)++ % t->nnuma;
+    for (int k = 0; k < t->nnuma; k++) {
+        int n = (*rr)++ % t->nnuma;
+        if (t->numa[n].ncores) return n;
+    }
+    return 0;   /* (not reached: the node has a core) */
 }
 
 /* While the whole node has a core per rank, no NUMA node takes more ranks

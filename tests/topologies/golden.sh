@@ -61,6 +61,8 @@ for xml in "$here"/*.xml; do
         outputs "$f.plan-$n.txt" --xml "$xml" --ranks "$n" --plan-only
     done
 done
+# (numa mode on the fixture with a memory-only NUMA node)
+[ -f "$here/cpuless-numa.xml" ] && outputs cpuless-numa.numa-2.txt --xml "$here/cpuless-numa.xml" --ranks 2 --bind numa --plan-only
 [ "$regen" = 1 ] && { echo "golden.sh: wrote $(ls "$gold" | wc -l) files in $gold"; exit 0; }
 
 # The facts each fixture was written to show (tests/topologies/README.md).
@@ -89,6 +91,11 @@ if [ -f "$here/cpu-only.xml" ]; then
 fi
 if [ -f "$here/one-core.xml" ]; then
     expect "one-core: 16 ranks share the one core" one-core.plan-16.txt "^  15 +0 +0 +0 .*\\(shares its cores\\)\$"
+fi
+if [ -f "$here/cpuless-numa.xml" ]; then
+    # a memory-only NUMA node (no cores) is never a rank's: both ranks get NUMA 0's core
+    expect "cpuless-numa: rank 1 is not put on the NUMA node without cores" cpuless-numa.plan-2.txt "^  1 +0 +0 "
+    expect "cpuless-numa: numa mode gives rank 1 a core too" cpuless-numa.numa-2.txt "^  1 +0 +0 "
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
