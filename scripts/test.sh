@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Every test: install what is missing, build with Open MPI (with CUDA and NCCL
 # when found) and with MPICH (without them), run `make check` in both, the
-# Python package's tests (Open MPI build), and make distcheck. Ends with the line "N passed, M failed".
+# Python package's tests (Open MPI build), the reliability runs (sanitizers,
+# valgrind, fuzzing, network namespaces) and make distcheck. Ends with the
+# line "N passed, M failed".
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/deps.sh" || exit 1
@@ -42,9 +44,36 @@ if [ -x "$top/build-openmpi/lib/.libs/libfastreduce.so" ] || [ -e "$top/build-op
     read -r p f < <(sed -n 's/^python: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$top/build-openmpi/python.out")
     passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
 fi
+# Reliability: ASan+UBSan, valgrind memcheck, the libFuzzer targets, and two
+# hosts made of network namespaces (root only). Each ends with a line
+# "NAME: N passed, M failed" that is added in.
+if [ "${FR_SKIP_RELIABILITY:-0}" != 1 ]; then
+    for step in sanitize valgrind fuzz netns; do
+        case $step in
+            sanitize) cmd=("$top/scripts/sanitize.sh") ;;
+            valgrind) cmd=("$top/scripts/valgrind.sh") ;;
+            fuzz) cmd=("$top/scripts/fuzz.sh" "${FR_FUZZ_SECONDS:-60}") ;;
+            netns) cmd=(env FR_NETNS_LINKCUT=1 "$top/tests/netns/run.sh") ;;
+        esac
+        echo "=== $step"
+        out="$top/build-openmpi/$step.out"
+        "${cmd[@]}" >"$out" 2>&1
+        rc=$?
+        grep -E "^(PASS|FAIL|SKIP)|^$step: " "$out" | tail -40
+        read -r p f < <(sed -n "s/^$step: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p" "$out" | tail -n 1)
+        if [ "$rc" = 77 ]; then
+            echo "$step: skipped"
+        elif [ "$rc" != 0 ] || [ -z "${p:-}" ]; then
+            echo "$step: FAILED (exit $rc), see ${out#"$top"/}"; tail -20 "$out"
+            passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0} + 1)); status=1
+        else
+            passed=$((passed + p)); failed=$((failed + f))
+        fi
+    done
+fi
 if [ "${FR_SKIP_DISTCHECK:-0}" != 1 ]; then
-    echo "=== make distcheck (Open MPI, quick tests)"
-    if (cd "$top/build-openmpi" && FASTREDUCE_TEST_QUICK=1 make distcheck >distcheck.out 2>&1); then
+    echo "=== make distcheck (Open MPI; the tarball builds, installs and passes a smoke run)"
+    if (cd "$top/build-openmpi" && FASTREDUCE_TEST_QUICK=1 FR_TEST_SMOKE=1 make distcheck >distcheck.out 2>&1); then
         echo "distcheck: passed"; passed=$((passed + 1))
     else
         echo "distcheck: FAILED"; tail -30 "$top/build-openmpi/distcheck.out"; failed=$((failed + 1)); status=1
