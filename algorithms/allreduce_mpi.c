@@ -19,8 +19,9 @@ static fr_status_t bounded(fr_call_t *call, fr_comm_t comm, const void *s, void 
 {
     size_t bytes = (size_t)n * fr_dtype_size(call->dtype);
     if (!bytes) return FR_SUCCESS;
-    char *in = malloc(2 * bytes), *out = in + bytes;
+    char *in = malloc(2 * bytes);
     if (!in) return FR_ERROR(FR_ERR_NO_MEMORY, "allreduce mpi: no memory for the %zu-byte copies", 2 * bytes);
+    char *out = in + bytes;
     memcpy(in, s == MPI_IN_PLACE ? r : s, bytes);
     MPI_Request req;
     if (PMPI_Iallreduce(in, out, n, type, op, comm->mpi, &req) != MPI_SUCCESS) {

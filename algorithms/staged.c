@@ -31,7 +31,7 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
     /* a rank that cannot stage must not leave the others in the host call */
     st = fr_agree_bounded(comm, st, "staging a device buffer in host memory");
     /* (every rank has the same outcome, unless the agreement itself timed out) */
-    if (st != FR_SUCCESS) { call->agreed = st != FR_ERR_TIMED_OUT; return st; }
+    if (st != FR_SUCCESS) { call->agreed = !comm->broken; return st; }
     FR_CHECK(fr_dispatch(comm, &host));
     if (call->coll == FR_COLL_BCAST && comm->rank == call->root) return FR_SUCCESS;
     return fr_device_copy(call->recvbuf, h, call->bytes, call->stream);

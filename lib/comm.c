@@ -188,7 +188,7 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
 
     FR_CHECK_GOTO(fr_select_load(c, config), st, fail);
     c->spin = (uint64_t)fr_env_int("FASTREDUCE_SPIN");
-    fr_wait_setup(c);
+    FR_CHECK_GOTO(fr_wait_setup(c), st, fail);
     if (!fr_env("FASTREDUCE_SPIN") && c->local_size > node_cores(c->node_comm))
         c->spin = 20; /* oversubscribed: yield soon */
     FR_CHECK_GOTO(fr_ucx_create(c), st, fail);
@@ -226,8 +226,13 @@ fr_status_t fr_comm_destroy(fr_comm_t comm)
      * A broken communicator skips that: its peers may be gone or stuck, and
      * its worker is closed already. Under a timeout the wait is bounded. */
     MPI_Request req;
-    if (fin || comm->broken) {
-        /* nothing to wait for */
+    if (fin || (comm->broken && comm->timeout_ns) || comm->mpi_left) {
+        /* Nothing to wait for: peers of a communicator broken under a
+         * timeout may be gone (theirs do the same, or time out); and an MPI
+         * request left on mpi must not meet a barrier that others never
+         * post. Broken without a timeout, the barrier stays: waiting
+         * forever is what that setting asks, and a peer that finished the
+         * call needs this rank there. */
     } else if (PMPI_Ibarrier(comm->mpi, &req) != MPI_SUCCESS) {
         st = FR_ERROR(FR_ERR_MPI, "fr_comm_destroy: MPI_Ibarrier failed");
     } else {

@@ -274,10 +274,35 @@ static int alg_index(const fr_alg_t *a)
 fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
 {
     int rule;
-    if (call->mem == FR_MEM_CUDA && !comm->nccl_state)
-        FR_CHECK(fr_device_setup(comm, fr_device_of(call->recvbuf)));
-    const fr_alg_t *a = fr_select_choose(comm, call, &rule);
+    /* (a staged call dispatches its host call inside: the outer one comes back after) */
+    const fr_call_t *outer = comm->cur;
+    const char *outer_alg = comm->cur_alg;
     comm->seq++;
+    comm->cur = call;
+    comm->cur_alg = NULL;
+    fr_status_t st = FR_SUCCESS;
+    /* The first device call makes the NCCL communicator (collective, its
+     * outcome agreed). FASTREDUCE_CHECK goes first, so that a rank calling
+     * otherwise is named rather than met by the set-up's collectives; the
+     * algorithm is not chosen yet then (-1 on every rank). */
+    int setup = call->mem == FR_MEM_CUDA && !comm->nccl_state;
+    if (setup) {
+        if (comm->check) st = fr_check_agreement(comm, call, -1);
+        if (st == FR_SUCCESS) {
+            st = fr_device_setup(comm, fr_device_of(call->recvbuf));
+            call->agreed = !comm->broken;  /* (every rank has the set-up's outcome) */
+        } else {
+            call->agreed = st == FR_ERR_MISMATCH;
+        }
+        if (st != FR_SUCCESS) {
+            comm->cur = outer;
+            comm->cur_alg = outer_alg;
+            if (!call->agreed) fr_comm_break(comm, st);
+            return st;
+        }
+    }
+    const fr_alg_t *a = fr_select_choose(comm, call, &rule);
+    comm->cur_alg = a->name;
     if (comm->rank == 0 && FR_LOG_ON(FR_LOG_INFO, FR_SUB_COLL)) {
         char why[160];
         if (rule >= 0) {
@@ -292,12 +317,7 @@ fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
                 call->coll == FR_COLL_ALLREDUCE ? fr_op_name(call->op) : "",
                 call->coll == FR_COLL_BCAST ? " from root" : "", a->name, why);
     }
-    /* (a staged call dispatches its host call inside: the outer one comes back after) */
-    const fr_call_t *outer = comm->cur;
-    const char *outer_alg = comm->cur_alg;
-    comm->cur = call;
-    comm->cur_alg = a->name;
-    fr_status_t st = comm->check ? fr_check_agreement(comm, call, alg_index(a)) : FR_SUCCESS;
+    if (comm->check && !setup) st = fr_check_agreement(comm, call, alg_index(a));
     if (st == FR_SUCCESS) st = a->run(call, comm);
     else call->agreed = st == FR_ERR_MISMATCH;  /* (every rank refused alike) */
     comm->cur = outer;

@@ -59,6 +59,7 @@ static fr_status_t wait_range(struct fr_comm *comm, int lo, int hi, int which, u
         volatile uint64_t *f = fr_shm_flag(s, r, which);
         while (__atomic_load_n(f, __ATOMIC_ACQUIRE) < value)
             if (fr_wait_poll(comm, &w)) return shm_timeout(comm, r, hi, which, value);
+        w.start_ns = 0;  /* (a raised flag is progress: the timeout counts from it) */
     }
     return FR_SUCCESS;
 }

@@ -167,23 +167,21 @@ static void drain(struct fr_ucx *u)
 {
     ucp_tag_recv_info_t info;
     ucp_tag_message_h msg;
-    char sink[4096];
     for (int n = 0; n < 1024 && (msg = ucp_tag_probe_nb(u->worker, 0, 0, 1, &info)) != NULL; n++) {
-        void *big = info.length > sizeof sink ? malloc(info.length) : NULL;
+        void *sink = malloc(info.length ? info.length : 1);
+        if (!sink) return;
         ucp_request_param_t p;
         p.op_attr_mask = 0;
-        void *r = ucp_tag_msg_recv_nbx(u->worker, big ? big : sink, big ? info.length : sizeof sink, msg, &p);
+        void *r = ucp_tag_msg_recv_nbx(u->worker, sink, info.length, msg, &p);
         if (UCS_PTR_IS_PTR(r)) {
             for (int i = 0; i < 100000 && ucp_request_check_status(r) == UCS_INPROGRESS; i++)
                 ucp_worker_progress(u->worker);
-            if (ucp_request_check_status(r) == UCS_INPROGRESS) {
-                /* (it may still write there until the worker goes: a rare small leak) */
-                ucp_request_free(r);
-                return;
-            }
+            int busy = ucp_request_check_status(r) == UCS_INPROGRESS;
             ucp_request_free(r);
+            /* (still receiving: UCX may write the sink until the worker goes, so it is left) */
+            if (busy) return;
         }
-        free(big);
+        free(sink);
     }
 }
 
@@ -252,6 +250,21 @@ fr_status_t fr_p2p_irecv(struct fr_comm *comm, int peer, unsigned step, void *bu
     return start(r, 1, peer, step, req);
 }
 
+/* A wait that fails hands its requests back first: the receives are
+ * cancelled and every request freed, so that nothing of this call stays
+ * posted when the communicator's worker goes (peers' late messages then
+ * find nothing to land in). */
+static void release(struct fr_comm *comm, fr_req_t *reqs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!reqs[i].ucx) continue;
+        if (reqs[i].recv) ucp_request_cancel(comm->ucx->worker, reqs[i].ucx);
+        ucp_request_free(reqs[i].ucx);
+        reqs[i].ucx = NULL;
+    }
+    for (int i = 0; i < 16; i++) ucp_worker_progress(comm->ucx->worker);
+}
+
 /* The requests still pending when a wait timed out, for its message. */
 static fr_status_t p2p_timeout(struct fr_comm *comm, fr_req_t *reqs, int n)
 {
@@ -266,15 +279,7 @@ static fr_status_t p2p_timeout(struct fr_comm *comm, fr_req_t *reqs, int n)
                                reqs[i].recv ? "a receive from" : "a send to", reqs[i].peer);
         if (at >= sizeof peers) break;
     }
-    /* The receives are cancelled and every request handed back before the
-     * worker goes (the peers' late messages then find nothing posted). */
-    for (int i = 0; i < n; i++) {
-        if (!reqs[i].ucx) continue;
-        if (reqs[i].recv) ucp_request_cancel(comm->ucx->worker, reqs[i].ucx);
-        ucp_request_free(reqs[i].ucx);
-        reqs[i].ucx = NULL;
-    }
-    for (int i = 0; i < 16; i++) ucp_worker_progress(comm->ucx->worker);
+    release(comm, reqs, n);
     return fr_wait_timeout(comm, shown ? step : "UCX", shown ? peers : "nothing (it completed as the clock ran out)");
 }
 
@@ -284,29 +289,39 @@ fr_status_t fr_p2p_wait(struct fr_comm *comm, fr_req_t *reqs, int n)
     ucp_worker_h w = comm->ucx->worker;
     fr_status_t st = FR_SUCCESS;
     fr_wait_t wt = FR_WAIT_INIT;
-    int pending;
-    do {
+    int pending, expired = 0;
+    char how[192], step[32], peer[64];
+    for (;;) {
+        int done = 0;
         pending = 0;
         for (int i = 0; i < n; i++) {
             if (!reqs[i].ucx) continue;
             ucs_status_t s = ucp_request_check_status(reqs[i].ucx);
             if (s == UCS_INPROGRESS) { pending++; continue; }
+            done++;
             if (s != UCS_OK && st == FR_SUCCESS) {
-                struct fr_ucx *u = comm->ucx;
-                if (u->failed >= 0)
-                    st = FR_ERROR(FR_ERR_UCX, "UCX %s rank %d failed: %s (UCX found the endpoint to rank %d failed: "
-                                  "%s)", reqs[i].recv ? "receive from" : "send to", reqs[i].peer,
-                                  ucs_status_string(s), u->failed, ucs_status_string(u->failed_why));
-                else
-                    st = FR_ERROR(FR_ERR_UCX, "UCX %s rank %d failed: %s", reqs[i].recv ? "receive from" : "send to",
-                                  reqs[i].peer, ucs_status_string(s));
+                st = FR_ERR_UCX;
+                snprintf(how, sizeof how, "failed: UCX reports %s", ucs_status_string(s));
+                if (comm->ucx->failed >= 0)
+                    snprintf(how + strlen(how), sizeof how - strlen(how), " (the endpoint to rank %d failed: "
+                             "that rank died, or gave up on this call)", comm->ucx->failed);
+                snprintf(step, sizeof step, "UCX step %u", reqs[i].step);
+                snprintf(peer, sizeof peer, "a %s rank %d", reqs[i].recv ? "receive from" : "send to", reqs[i].peer);
             }
             ucp_request_free(reqs[i].ucx);
             reqs[i].ucx = NULL;
         }
         /* (a failed transfer fails the call: the rest need not finish) */
-        if (st != FR_SUCCESS) return st;
-        if (pending && !ucp_worker_progress(w)) {
+        if (st != FR_SUCCESS) {
+            release(comm, reqs, n);
+            return fr_wait_fail(comm, st, how, step, peer);
+        }
+        if (!pending) return FR_SUCCESS;
+        /* (expired at the last pass, and this scan found them still pending) */
+        if (expired) return p2p_timeout(comm, reqs, n);
+        /* a completed request is progress: the timeout counts from it */
+        if (done) wt.start_ns = 0;
+        if (!ucp_worker_progress(w)) {
             /* Past the spin, sleep until the network has something (at most
              * 1 ms): a yielding rank would wait for the scheduler instead. */
             if (comm->ucx->efd >= 0 && wt.polls++ > comm->spin) {
@@ -317,10 +332,11 @@ fr_status_t fr_p2p_wait(struct fr_comm *comm, fr_req_t *reqs, int n)
             } else {
                 fr_backoff(&wt.polls, comm->spin);
             }
-            if (fr_wait_due(comm, &wt) && fr_wait_expired(comm, &wt)) return p2p_timeout(comm, reqs, n);
         }
-    } while (pending);
-    return st;
+        /* (checked whether or not the worker had other work: activity that
+         * is not ours must not keep the wait alive) */
+        if (fr_wait_due(comm, &wt) && fr_wait_expired(comm, &wt)) expired = 1;
+    }
 }
 
 fr_status_t fr_p2p_sendrecv(struct fr_comm *comm, int dst, const void *sbuf, size_t slen,

@@ -18,11 +18,23 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void fr_wait_setup(struct fr_comm *comm)
+fr_status_t fr_wait_setup(struct fr_comm *comm)
 {
     double t = fr_env_seconds("FASTREDUCE_TIMEOUT");
-    comm->timeout_ns = (uint64_t)(t * 1e9);
-    comm->check = fr_env_int("FASTREDUCE_CHECK") != 0;
+    /* Rank 0's settings hold on every rank: ranks that bounded their waits
+     * differently would call different MPI collectives (the mpi algorithms,
+     * the check's agreement) and make UCX endpoints of different modes. */
+    uint64_t mine[2] = {(uint64_t)(t * 1e9), fr_env_int("FASTREDUCE_CHECK") != 0}, all[2];
+    if (t > 0 && !mine[0]) mine[0] = 1;
+    memcpy(all, mine, sizeof all);
+    if (PMPI_Bcast(all, 2, MPI_UINT64_T, 0, comm->mpi) != MPI_SUCCESS)
+        return FR_ERROR(FR_ERR_MPI, "fr_comm_create: MPI_Bcast of FASTREDUCE_TIMEOUT and _CHECK failed");
+    if (mine[0] != all[0] || mine[1] != all[1])
+        FR_WARN(FR_SUB_INIT, "FASTREDUCE_TIMEOUT / FASTREDUCE_CHECK differ from rank 0's here; rank 0's hold "
+                "(timeout %.3g s, check %d)", (double)all[0] / 1e9, (int)all[1]);
+    comm->timeout_ns = all[0];
+    comm->check = (int)all[1];
+    return FR_SUCCESS;
 }
 
 int fr_wait_expired(const struct fr_comm *comm, fr_wait_t *w)
@@ -56,18 +68,25 @@ void fr_rank_list(const int *ranks, int n, char *buf, size_t len)
     snprintf(buf, len, "rank%s %s", n > 1 ? "s" : "", rl);
 }
 
-fr_status_t fr_wait_timeout(struct fr_comm *comm, const char *step, const char *peers)
+fr_status_t fr_wait_fail(struct fr_comm *comm, fr_status_t status, const char *how, const char *step,
+                         const char *peers)
 {
     const fr_call_t *c = comm->cur;
     char what[160] = "a collective";
     if (c)
         snprintf(what, sizeof what, "%s #%lu (algorithm %s, %zu bytes of %s)", fr_coll_name(c->coll),
                  (unsigned long)comm->seq, comm->cur_alg ? comm->cur_alg : "?", c->bytes, fr_dtype_name(c->dtype));
-    fr_status_t st = FR_ERROR(FR_ERR_TIMED_OUT, "%s timed out: no progress for %.1f s at %s, waiting for %s; this "
-                              "communicator is unusable now (destroy it)", what, (double)comm->timeout_ns / 1e9,
-                              step, peers);
+    fr_status_t st = FR_ERROR(status, "%s %s at %s, waiting for %s; this communicator is unusable now (destroy it)",
+                              what, how, step, peers);
     FR_WARN(FR_SUB_COLL, "%s", fr_last_error());
     return fr_comm_break(comm, st);
+}
+
+fr_status_t fr_wait_timeout(struct fr_comm *comm, const char *step, const char *peers)
+{
+    char how[64];
+    snprintf(how, sizeof how, "timed out: no progress for %.1f s", (double)comm->timeout_ns / 1e9);
+    return fr_wait_fail(comm, FR_ERR_TIMED_OUT, how, step, peers);
 }
 
 /* Requests a timeout gave up on, with the heap block each uses and its MPI
@@ -102,6 +121,10 @@ void fr_mpi_left_reap(MPI_Comm released)
     pthread_mutex_lock(&left_lock);
     for (fr_left_t *l = left; l; l = l->next)
         if (released != MPI_COMM_NULL && l->comm == released) l->released = 1;
+    /* communicators to free once the lock is dropped (MPI_Comm_free runs
+     * attribute callbacks, which may come back here) */
+    MPI_Comm gone[16];
+    int ngone = 0, released_used = 0;
     for (fr_left_t **p = &left; *p;) {
         fr_left_t *l = *p;
         int done = 0;
@@ -110,10 +133,14 @@ void fr_mpi_left_reap(MPI_Comm released)
         *p = l->next;
         int used = 0;
         for (fr_left_t *o = left; o; o = o->next) used |= o->comm == l->comm;
-        if (l->released && !used) PMPI_Comm_free(&l->comm);
+        if (l->released && !used && ngone < 16 && l->comm != released) gone[ngone++] = l->comm;
         free(l);
     }
+    for (fr_left_t *o = left; o; o = o->next) released_used |= released != MPI_COMM_NULL && o->comm == released;
     pthread_mutex_unlock(&left_lock);
+    /* (the communicator being destroyed, when nothing of MPI's uses it any more) */
+    if (released != MPI_COMM_NULL && !released_used) PMPI_Comm_free(&released);
+    for (int i = 0; i < ngone; i++) PMPI_Comm_free(&gone[i]);
 }
 
 fr_status_t fr_wait_mpi(struct fr_comm *comm, MPI_Request *req, const char *what, void *buf)
@@ -141,13 +168,16 @@ fr_status_t fr_wait_mpi(struct fr_comm *comm, MPI_Request *req, const char *what
 
 fr_status_t fr_agree_bounded(struct fr_comm *comm, fr_status_t st, const char *what)
 {
+    /* (a failure here is this rank's alone, the others wait in the
+     * reduction: it breaks the communicator) */
     int *b = malloc(2 * sizeof(int));  /* [mine, worst] (the request may outlive this frame) */
-    if (!b) return FR_ERROR(FR_ERR_NO_MEMORY, "%s: no memory to agree on the outcome", what);
+    if (!b) return fr_comm_break(comm, FR_ERROR(FR_ERR_NO_MEMORY, "%s: no memory to agree on the outcome", what));
     b[0] = (int)st;
     MPI_Request req;
     if (PMPI_Iallreduce(b, b + 1, 1, MPI_INT, MPI_MAX, comm->mpi, &req) != MPI_SUCCESS) {
         free(b);
-        return FR_ERROR(FR_ERR_MPI, "%s: MPI_Iallreduce failed while agreeing on the outcome", what);
+        return fr_comm_break(comm, FR_ERROR(FR_ERR_MPI, "%s: MPI_Iallreduce failed while agreeing on the outcome",
+                                            what));
     }
     FR_CHECK(fr_wait_mpi(comm, &req, "MPI_Iallreduce agreeing on an outcome", b));
     int worst = b[1];
@@ -168,7 +198,7 @@ static void field_text(int f, int64_t v, char *buf, size_t len)
     case F_OP:    snprintf(buf, len, "%s", v < 0 ? "none (bcast)" : fr_op_name((fr_op_t)v)); break;
     case F_ROOT:  if (v < 0) snprintf(buf, len, "none (allreduce)"); else snprintf(buf, len, "%lld", (long long)v); break;
     case F_MEM:   snprintf(buf, len, "%s", v == FR_MEM_CUDA ? "device" : "host"); break;
-    case F_ALG:   snprintf(buf, len, "%s", v >= 0 && v < fr_nalgs ? fr_algs[v]->name : "?"); break;
+    case F_ALG:   snprintf(buf, len, "%s", v >= 0 && v < fr_nalgs ? fr_algs[v]->name : "(not chosen yet)"); break;
     default:      snprintf(buf, len, "%lld", (long long)v); break;
     }
 }

@@ -21,8 +21,9 @@ typedef struct fr_wait {
 } fr_wait_t;
 #define FR_WAIT_INIT {0, 0}
 
-/* Read the communicator's reliability settings (FASTREDUCE_TIMEOUT, _CHECK). */
-void fr_wait_setup(struct fr_comm *comm);
+/* The communicator's reliability settings (FASTREDUCE_TIMEOUT, _CHECK):
+ * rank 0's, on every rank (collective). */
+fr_status_t fr_wait_setup(struct fr_comm *comm);
 
 /* 1 when this wait has run for the communicator's timeout (clock read here). */
 int fr_wait_expired(const struct fr_comm *comm, fr_wait_t *w);
@@ -42,6 +43,10 @@ int fr_wait_poll(const struct fr_comm *comm, fr_wait_t *w);
  * answered: record the diagnostic, log it, leave the communicator broken and
  * return FR_ERR_TIMED_OUT. */
 fr_status_t fr_wait_timeout(struct fr_comm *comm, const char *step, const char *peers);
+/* The same for any failure of a wait: "<call> <how> at <step>, waiting for
+ * <peers>; ..." with @p status. */
+fr_status_t fr_wait_fail(struct fr_comm *comm, fr_status_t status, const char *how, const char *step,
+                         const char *peers);
 
 /* The collective failed part-way with @p st (its message recorded): the
  * ranks are out of step, so the communicator refuses every later call.
@@ -60,7 +65,8 @@ void fr_rank_list(const int *ranks, int n, char *buf, size_t len);
 fr_status_t fr_wait_mpi(struct fr_comm *comm, MPI_Request *req, const char *what, void *buf);
 /* Free what timed-out requests left, for those MPI has completed since.
  * @p released: the MPI communicator of a fastreduce communicator being
- * destroyed (MPI_COMM_NULL: none), freed once nothing uses it. */
+ * destroyed (MPI_COMM_NULL: none), freed now if nothing of MPI's uses it
+ * any more, else when its last request completes. */
 void fr_mpi_left_reap(MPI_Comm released);
 
 /* fr_agree() inside a collective: bounded by the timeout like every wait. */

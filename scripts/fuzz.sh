@@ -2,7 +2,7 @@
 # scripts/fuzz.sh [SECONDS]: build the libFuzzer targets of tests/fuzz/ with
 # ASan+UBSan (clang) into build-fuzz/, then run each for SECONDS (default 60),
 # two at a time, on a copy of its seed corpus. Prints one line per target,
-# "fuzz_NAME: N runs, OK|FAILED", and exits non-zero when any target found a
+# "fuzz_NAME: N runs, OK|FAILED", then "fuzz: N passed, M failed", and exits non-zero when any target found a
 # crash, leak or undefined behaviour (its reproducer and log stay in
 # build-fuzz/run/NAME/). Needs no ./configure: the library sources are
 # compiled directly, as a CPU-only build (no CUDA, no NCCL).
@@ -82,12 +82,14 @@ for ((i = 0; i < ${#targets[@]}; i += 2)); do
     wait
 done
 status=0
+npass=0
 for n in "${targets[@]}"; do
     d=$out/run/$n
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$d/log" | tail -1)
     rc=$(cat "$d/rc" 2>/dev/null || echo 1)
     if [ "$rc" = 0 ] && ! grep -qE '^(==[0-9]+==ERROR|SUMMARY: )|runtime error:' "$d/log"; then
         echo "fuzz_$n: ${runs:-0} runs, OK"
+        npass=$((npass + 1))
     else
         echo "fuzz_$n: ${runs:-0} runs, FAILED"
         status=1
@@ -95,4 +97,5 @@ for n in "${targets[@]}"; do
     fi
 done
 echo "fuzz.sh: ${#targets[@]} targets x ${secs} s in $(($(date +%s) - start)) s of fuzzing; logs in ${out#"$top"/}/run/"
+echo "fuzz: $npass passed, $((${#targets[@]} - npass)) failed"
 exit $status
