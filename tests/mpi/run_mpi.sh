@@ -331,6 +331,12 @@ for np in 2 3; do
     ok=0; [ "$rc" = 0 ] && [ "$nok" = "$np" ] && ok=1
     pass_fail $ok "interposer np=$np: a rank skips MPI_Allreduce under FASTREDUCE_TIMEOUT=1: $nok of $np ranks OK (exit $rc)$(grep -h FAILED "$idir/skip$np.out" | head -3 | sed 's/^/; /')"
 done
+# the same program's ranks disagreeing on the count under FASTREDUCE_CHECK=1
+ilaunch 3 "$idir/mismatch.out" "$idir/mismatch.err" -- env FASTREDUCE_CHECK=1 LD_PRELOAD="$PRELOAD" "$BIN/skip_program" --mismatch
+rc=$?
+nok=$(grep -c '^skip_program rank [0-9]*: OK' "$idir/mismatch.out")
+ok=0; [ "$rc" = 0 ] && [ "$nok" = 3 ] && ok=1
+pass_fail $ok "interposer np=3: MPI_Allreduce counts differ under FASTREDUCE_CHECK=1: $nok of 3 ranks got MPI_ERR_ARG through the error handler (exit $rc)$(grep -h FAILED "$idir/mismatch.out" | head -3 | sed 's/^/; /')"
 
 # The Horovod-style trainer (examples/trainer): 3 epochs at 2 and 3 ranks on
 # both backends, fusion buffers of 8 KiB (3 allreduces a step): the loss falls,

@@ -7,7 +7,12 @@
  * Every rank prints one line "skip_program rank R: OK ..." or "... FAILED
  * ..." (tests/mpi/run_mpi.sh counts them).
  *
- * Usage: skip_program TIMEOUT_SECONDS
+ * With --mismatch (run with FASTREDUCE_CHECK=1), the last rank passes one
+ * element fewer instead: every rank's MPI_Allreduce must fail with
+ * MPI_ERR_ARG through the error handler, its buffer unchanged, and the
+ * next, matching call succeed.
+ *
+ * Usage: skip_program TIMEOUT_SECONDS | --mismatch
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -29,7 +34,8 @@ int main(int argc, char **argv)
     int np, me;
     MPI_Comm_size(MPI_COMM_WORLD, &np);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    double tmo = argc > 1 ? atof(argv[1]) : 1.0;
+    int mismatch = argc > 1 && !strcmp(argv[1], "--mismatch");
+    double tmo = argc > 1 && !mismatch ? atof(argv[1]) : 1.0;
     MPI_Errhandler eh;
     MPI_Comm_create_errhandler(on_error, &eh);
     MPI_Comm dup;
@@ -41,7 +47,21 @@ int main(int argc, char **argv)
     char why[256] = "";
     int rc = MPI_Allreduce(MPI_IN_PLACE, v, N, MPI_FLOAT, MPI_SUM, dup);
     if (rc != MPI_SUCCESS || v[7] != (float)np) snprintf(why, sizeof why, "the first allreduce: rc %d v %g", rc, v[7]);
-    if (me != np - 1 && !*why) {
+    if (mismatch && !*why) {
+        for (int i = 0; i < N; i++) v[i] = 2.0f;
+        rc = MPI_Allreduce(MPI_IN_PLACE, v, me == np - 1 ? N - 1 : N, MPI_FLOAT, MPI_SUM, dup);
+        int cls = -1;
+        MPI_Error_class(rc, &cls);
+        if (np > 1 && (cls != MPI_ERR_ARG || handler_calls != 1 || handler_class != MPI_ERR_ARG || v[0] != 2.0f))
+            snprintf(why, sizeof why, "the mismatched allreduce: class %d (MPI_ERR_ARG is %d), handler calls %d, "
+                     "v[0] %g", cls, MPI_ERR_ARG, handler_calls, v[0]);
+        rc = MPI_Allreduce(MPI_IN_PLACE, v, N, MPI_FLOAT, MPI_SUM, dup);
+        if (!*why && (rc != MPI_SUCCESS || v[5] != 2.0f * np))
+            snprintf(why, sizeof why, "the matching allreduce after it: rc %d, v %g", rc, v[5]);
+        if (!*why)
+            printf("skip_program rank %d: OK: the mismatched MPI_Allreduce failed with MPI_ERR_ARG through the "
+                   "error handler, buffer unchanged, the next call worked\n", me);
+    } else if (me != np - 1 && !*why) {
         double t0 = MPI_Wtime();
         rc = MPI_Allreduce(MPI_IN_PLACE, v, N, MPI_FLOAT, MPI_SUM, dup);
         double t = MPI_Wtime() - t0;
