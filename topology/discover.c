@@ -3,6 +3,7 @@
 #include <hwloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <stdio.h>
 #include "hwtopo.h"
 #include "log.h"
@@ -75,7 +76,17 @@ static fr_status_t add_gpu(fr_topo_t *t, hwloc_topology_t h, hwloc_obj_t dev)
         if (m) model = m;
         if (osdev_is(o, HWLOC_OBJ_OSDEV_COPROC) && o->name && !strncmp(o->name, "cuda", 4)) {
             snprintf(g->osdev, sizeof g->osdev, "%s", o->name);
-            g->index = atoi(o->name + 4);
+            /* "cudaN": N is the CUDA index when it is a plain number a
+             * device could have; anything else (a sign, junk, overflow)
+             * keeps the discovery order */
+            char *end;
+            errno = 0;
+            long n = strtol(o->name + 4, &end, 10);
+            if (!errno && end != o->name + 4 && !*end && o->name[4] >= '0' && o->name[4] <= '9' && n < 65536)
+                g->index = (int)n;
+            else
+                FR_WARN(FR_SUB_TOPO, "topology: GPU OS device '%s' has no usable CUDA index; using %d", o->name,
+                        g->index);
         }
     }
     if (model) snprintf(g->name, sizeof g->name, "%s", model);

@@ -92,6 +92,11 @@ fi
 if [ -f "$here/one-core.xml" ]; then
     expect "one-core: 16 ranks share the one core" one-core.plan-16.txt "^  15 +0 +0 +0 .*\\(shares its cores\\)\$"
 fi
+if [ -f "$here/gpu-bad-index.xml" ]; then
+    # CUDA OS devices named cuda2147483647 and cuda-2: no usable index, discovery order kept
+    expect "gpu-bad-index: an index past any device is not taken" gpu-bad-index.txt "^  GPU 0  cuda2147483647 "
+    expect "gpu-bad-index: a negative index is not taken" gpu-bad-index.txt "^  GPU 1  cuda-2 "
+fi
 if [ -f "$here/cpuless-numa.xml" ]; then
     # a memory-only NUMA node (no cores) is never a rank's: both ranks get NUMA 0's core
     expect "cpuless-numa: rank 1 is not put on the NUMA node without cores" cpuless-numa.plan-2.txt "^  1 +0 +0 "
