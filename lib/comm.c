@@ -222,9 +222,8 @@ fr_status_t fr_comm_destroy(fr_comm_t comm)
     int fin = 0;
     MPI_Finalized(&fin);
     fr_status_t st = FR_SUCCESS;
-    /* Every rank finishes its last collective before any endpoint closes.
-     * A broken communicator skips that: its peers may be gone or stuck, and
-     * its worker is closed already. Under a timeout the wait is bounded. */
+    /* Every rank finishes its last collective before any endpoint closes
+     * (under a timeout the wait is bounded). */
     MPI_Request req;
     if (fin || (comm->broken && comm->timeout_ns) || comm->mpi_left) {
         /* Nothing to wait for: peers of a communicator broken under a

@@ -277,53 +277,48 @@ fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
     /* (a staged call dispatches its host call inside: the outer one comes back after) */
     const fr_call_t *outer = comm->cur;
     const char *outer_alg = comm->cur_alg;
+    const fr_alg_t *a = NULL;
     comm->seq++;
     comm->cur = call;
     comm->cur_alg = NULL;
     fr_status_t st = FR_SUCCESS;
-    /* The first device call makes the NCCL communicator (collective, its
-     * outcome agreed). FASTREDUCE_CHECK goes first, so that a rank calling
-     * otherwise is named rather than met by the set-up's collectives; the
-     * algorithm is not chosen yet then (-1 on every rank). */
+    /* Failures before the run are every rank's alike (a mismatch, the
+     * device set-up's agreed outcome) or have broken the communicator
+     * themselves (the check's own wait timing out).
+     * The first device call makes the NCCL communicator (collective).
+     * FASTREDUCE_CHECK goes first, so that a rank calling otherwise is
+     * named rather than met by the set-up's collectives; the algorithm is
+     * not chosen yet then (-1 on every rank). */
     int setup = call->mem == FR_MEM_CUDA && !comm->nccl_state;
-    if (setup) {
-        if (comm->check) st = fr_check_agreement(comm, call, -1);
-        if (st == FR_SUCCESS) {
-            st = fr_device_setup(comm, fr_device_of(call->recvbuf));
-            call->agreed = !comm->broken;  /* (every rank has the set-up's outcome) */
-        } else {
-            call->agreed = st == FR_ERR_MISMATCH;
+    if (setup && comm->check) st = fr_check_agreement(comm, call, -1);
+    if (setup && st == FR_SUCCESS) st = fr_device_setup(comm, fr_device_of(call->recvbuf));
+    if (st == FR_SUCCESS) {
+        a = fr_select_choose(comm, call, &rule);
+        comm->cur_alg = a->name;
+        if (comm->rank == 0 && FR_LOG_ON(FR_LOG_INFO, FR_SUB_COLL)) {
+            char why[160];
+            if (rule >= 0) {
+                const fr_rule_t *r = &comm->table.rules[rule];
+                snprintf(why, sizeof why, "%s rule at line %d", fr_rule_src_name(r->src), r->line);
+            } else {
+                snprintf(why, sizeof why, "no rule matched or every candidate declined");
+            }
+            FR_INFO(FR_SUB_COLL, "#%lu %s %zu bytes %s%s%s%s -> %s (%s)", (unsigned long)comm->seq,
+                    fr_coll_name(call->coll), call->bytes, fr_dtype_name(call->dtype),
+                    call->coll == FR_COLL_ALLREDUCE ? " " : "",
+                    call->coll == FR_COLL_ALLREDUCE ? fr_op_name(call->op) : "",
+                    call->coll == FR_COLL_BCAST ? " from root" : "", a->name, why);
         }
-        if (st != FR_SUCCESS) {
-            comm->cur = outer;
-            comm->cur_alg = outer_alg;
-            if (!call->agreed) fr_comm_break(comm, st);
-            return st;
-        }
+        if (comm->check && !setup) st = fr_check_agreement(comm, call, alg_index(a));
     }
-    const fr_alg_t *a = fr_select_choose(comm, call, &rule);
-    comm->cur_alg = a->name;
-    if (comm->rank == 0 && FR_LOG_ON(FR_LOG_INFO, FR_SUB_COLL)) {
-        char why[160];
-        if (rule >= 0) {
-            const fr_rule_t *r = &comm->table.rules[rule];
-            snprintf(why, sizeof why, "%s rule at line %d", fr_rule_src_name(r->src), r->line);
-        } else {
-            snprintf(why, sizeof why, "no rule matched or every candidate declined");
-        }
-        FR_INFO(FR_SUB_COLL, "#%lu %s %zu bytes %s%s%s%s -> %s (%s)", (unsigned long)comm->seq,
-                fr_coll_name(call->coll), call->bytes, fr_dtype_name(call->dtype),
-                call->coll == FR_COLL_ALLREDUCE ? " " : "",
-                call->coll == FR_COLL_ALLREDUCE ? fr_op_name(call->op) : "",
-                call->coll == FR_COLL_BCAST ? " from root" : "", a->name, why);
+    if (st == FR_SUCCESS) {
+        st = a->run(call, comm);
+        /* A call that failed part-way leaves the ranks out of step. */
+        if (st != FR_SUCCESS && !call->agreed) fr_comm_break(comm, st);
     }
-    if (comm->check && !setup) st = fr_check_agreement(comm, call, alg_index(a));
-    if (st == FR_SUCCESS) st = a->run(call, comm);
-    else call->agreed = st == FR_ERR_MISMATCH;  /* (every rank refused alike) */
     comm->cur = outer;
     comm->cur_alg = outer_alg;
-    /* A call that failed part-way leaves the ranks out of step. */
-    if (st != FR_SUCCESS && !call->agreed) fr_comm_break(comm, st);
+    if (!a) return st;
     last_alg = a->name;  /* (after the run: a staged call's host call has set its own) */
     /* (device algorithms average themselves: NCCL's avg, or the staged path's host call) */
     if (st == FR_SUCCESS && call->coll == FR_COLL_ALLREDUCE && call->mem == FR_MEM_HOST)

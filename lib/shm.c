@@ -35,7 +35,8 @@ static const char *const flag_name[FR_SHM_NFLAGS] = {
     [FR_SHM_F_BREADY] = "bcast-ready", [FR_SHM_F_BACK] = "bcast-done",
 };
 
-/* The ranks of local ranks [lo, hi) whose flag is still below @p value. */
+/* A flag wait timed out: the message names the ranks among local ranks
+ * [lo, hi) whose flag is still below @p value. */
 static fr_status_t shm_timeout(struct fr_comm *comm, int lo, int hi, int which, uint64_t value)
 {
     fr_shm_t *s = comm->shm;

@@ -250,6 +250,9 @@ fr_status_t fr_p2p_irecv(struct fr_comm *comm, int peer, unsigned step, void *bu
     return start(r, 1, peer, step, req);
 }
 
+/* "a receive from" / "a send to", for the messages naming a request's peer. */
+static const char *req_kind(const fr_req_t *r) { return r->recv ? "a receive from" : "a send to"; }
+
 /* A wait that fails hands its requests back first: the receives are
  * cancelled and every request freed, so that nothing of this call stays
  * posted when the communicator's worker goes (peers' late messages then
@@ -276,7 +279,7 @@ static fr_status_t p2p_timeout(struct fr_comm *comm, fr_req_t *reqs, int n)
         if (!shown) snprintf(step, sizeof step, "UCX step %u", reqs[i].step);
         if (++shown > 8) { snprintf(peers + at, sizeof peers - at, ", ..."); break; }
         at += (size_t)snprintf(peers + at, sizeof peers - at, "%s%s rank %d", shown > 1 ? ", " : "",
-                               reqs[i].recv ? "a receive from" : "a send to", reqs[i].peer);
+                               req_kind(&reqs[i]), reqs[i].peer);
         if (at >= sizeof peers) break;
     }
     release(comm, reqs, n);
@@ -306,7 +309,7 @@ fr_status_t fr_p2p_wait(struct fr_comm *comm, fr_req_t *reqs, int n)
                     snprintf(how + strlen(how), sizeof how - strlen(how), " (the endpoint to rank %d failed: "
                              "that rank died, or gave up on this call)", comm->ucx->failed);
                 snprintf(step, sizeof step, "UCX step %u", reqs[i].step);
-                snprintf(peer, sizeof peer, "a %s rank %d", reqs[i].recv ? "receive from" : "send to", reqs[i].peer);
+                snprintf(peer, sizeof peer, "%s rank %d", req_kind(&reqs[i]), reqs[i].peer);
             }
             ucp_request_free(reqs[i].ucx);
             reqs[i].ucx = NULL;

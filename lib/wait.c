@@ -145,14 +145,17 @@ void fr_mpi_left_reap(MPI_Comm released)
 
 fr_status_t fr_wait_mpi(struct fr_comm *comm, MPI_Request *req, const char *what, void *buf)
 {
+    /* (an MPI failure in the middle of a collective leaves the ranks out of step too) */
     if (!comm->timeout_ns) {
-        if (PMPI_Wait(req, MPI_STATUS_IGNORE) != MPI_SUCCESS) return FR_ERROR(FR_ERR_MPI, "%s failed", what);
+        if (PMPI_Wait(req, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return fr_comm_break(comm, FR_ERROR(FR_ERR_MPI, "%s failed", what));
         return FR_SUCCESS;
     }
     fr_wait_t w = FR_WAIT_INIT;
     for (;;) {
         int done = 0;
-        if (PMPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return FR_ERROR(FR_ERR_MPI, "%s failed", what);
+        if (PMPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return fr_comm_break(comm, FR_ERROR(FR_ERR_MPI, "%s failed", what));
         if (done) return FR_SUCCESS;
         if (fr_wait_poll(comm, &w)) {
             char step[96];

@@ -1,8 +1,14 @@
 /* Shared bits of the libFuzzer targets (built by scripts/fuzz.sh). */
 #ifndef FR_FUZZ_COMMON_H
 #define FR_FUZZ_COMMON_H
+/* (memfd_create; each target includes this first) */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 
 #include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +31,21 @@ static inline void fz_count_diag(void *arg, const char *source, int line, const 
     FZ_ASSERT(source && msg && msg[0]);
     (void)line;
     ++*(int *)arg;
+}
+
+/* The input as a file: written into a memfd (one per target, made on the
+ * first input) and named by its /proc path, so NUL bytes and a missing last
+ * newline reach a file reader as they would from disk. */
+static inline const char *fz_as_file(const char *name, const uint8_t *data, size_t size)
+{
+    static int fd = -1;
+    static char path[64];
+    if (fd < 0) {
+        FZ_ASSERT((fd = memfd_create(name, 0)) >= 0);
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    }
+    FZ_ASSERT(ftruncate(fd, 0) == 0 && pwrite(fd, data, size, 0) == (ssize_t)size);
+    return path;
 }
 
 /* The input as a NUL-terminated string (cut at its first NUL, as getenv

@@ -61,13 +61,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int fd = -1;
-    static char path[64];
-    if (fd < 0) {
-        FZ_ASSERT((fd = memfd_create("fuzz_topo", 0)) >= 0);
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    }
-    FZ_ASSERT(ftruncate(fd, 0) == 0 && pwrite(fd, data, size, 0) == (ssize_t)size);
+    const char *path = fz_as_file("fuzz_topo", data, size);
 
     if (!hwloc_survives(path)) return 0;
     fr_topo_t *t = NULL;
