@@ -4,6 +4,9 @@
 # Python package's tests (Open MPI build), the reliability runs (sanitizers,
 # valgrind, fuzzing, network namespaces) and make distcheck. Ends with the
 # line "N passed, M failed".
+# Environment: FR_SKIP_RELIABILITY=1 skips the reliability runs,
+# FR_FUZZ_SECONDS=N fuzzes each target N s (default 60), FR_SKIP_DISTCHECK=1
+# skips make distcheck.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/deps.sh" || exit 1
