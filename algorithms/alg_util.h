@@ -196,29 +196,62 @@ static inline void fr_ring_compute(const fr_ring_t *g, size_t round, size_t m)
                    g->dtype, g->op);
 }
 
-static inline fr_status_t fr_ring_run(struct fr_comm *comm, const fr_ring_t *g)
+/* A ring pass that runs while other work is done: fr_ring_start posts its
+ * first round, fr_ring_advance moves it on (waiting, or only as far as
+ * the transfers already done allow) until *done. */
+typedef struct fr_ring_prog {
+    fr_ring_t g;
+    size_t    m, total, r;   /* chunks per step, rounds, the round in flight */
+    fr_req_t  rq[2][2];
+} fr_ring_prog_t;
+
+static inline fr_status_t fr_ring_start(struct fr_comm *comm, const fr_ring_t *g, fr_ring_prog_t *x)
 {
     size_t off, maxlen;
     int steps = g->rs_steps + g->ag_steps;
+    *x = (fr_ring_prog_t){.g = *g, .rq = {{FR_REQ_INIT, FR_REQ_INIT}, {FR_REQ_INIT, FR_REQ_INIT}}};
     if (steps == 0 || g->count == 0) return FR_SUCCESS;
     fr_block(g->count, g->n, 0, &off, &maxlen);  /* block 0 is a largest one */
-    size_t m = (maxlen + g->chunk - 1) / g->chunk, total = m * (size_t)steps;
-    fr_req_t rq[2][2] = {{FR_REQ_INIT, FR_REQ_INIT}, {FR_REQ_INIT, FR_REQ_INIT}};
-    FR_CHECK(fr_ring_post(comm, g, 0, m, rq[0]));
-    for (size_t r = 0; r < total; r++) {
-        FR_CHECK(fr_p2p_wait(comm, rq[r % 2], 2));
-        if (r + 1 == total) {
+    x->m = (maxlen + g->chunk - 1) / g->chunk;
+    x->total = x->m * (size_t)steps;
+    return fr_ring_post(comm, g, 0, x->m, x->rq[0]);
+}
+
+/* @p block: wait for the rest; else return as soon as a round is pending. */
+static inline fr_status_t fr_ring_advance(struct fr_comm *comm, fr_ring_prog_t *x, int block, int *done)
+{
+    const fr_ring_t *g = &x->g;
+    size_t m = x->m;
+    for (; x->r < x->total; x->r++) {
+        size_t r = x->r;
+        if (block) {
+            FR_CHECK(fr_p2p_wait(comm, x->rq[r % 2], 2));
+        } else {
+            int complete;
+            FR_CHECK(fr_p2p_test(comm, x->rq[r % 2], 2, &complete));
+            if (!complete) { *done = 0; return FR_SUCCESS; }
+        }
+        if (r + 1 == x->total) {
             fr_ring_compute(g, r, m);
         } else if (m == 1) {
             /* the next round sends the chunk this round reduces */
             fr_ring_compute(g, r, m);
-            FR_CHECK(fr_ring_post(comm, g, r + 1, m, rq[(r + 1) % 2]));
+            FR_CHECK(fr_ring_post(comm, g, r + 1, m, x->rq[(r + 1) % 2]));
         } else {
-            FR_CHECK(fr_ring_post(comm, g, r + 1, m, rq[(r + 1) % 2]));
+            FR_CHECK(fr_ring_post(comm, g, r + 1, m, x->rq[(r + 1) % 2]));
             fr_ring_compute(g, r, m);
         }
     }
+    *done = 1;
     return FR_SUCCESS;
+}
+
+static inline fr_status_t fr_ring_run(struct fr_comm *comm, const fr_ring_t *g)
+{
+    fr_ring_prog_t x;
+    int done;
+    FR_CHECK(fr_ring_start(comm, g, &x));
+    return fr_ring_advance(comm, &x, 1, &done);
 }
 
 /* The bytes a binomial subtree of relative ranks [lo, hi) needs (hi may

@@ -4,9 +4,12 @@
  * the ranks of the same local index (over UCX: recursive doubling or the
  * ring, by the rule's across= or by size; every node sends its
  * data across the network once, spread over all its ranks), and a
- * shared-memory allgather inside the node. Within a chunk the stages run
- * one after another; the ring overlaps its reductions with its transfers. */
+ * shared-memory allgather inside the node. With several chunks whose
+ * slices cross by the ring, the network stage of one chunk runs under the
+ * shared-memory steps of its neighbours; the ring also overlaps its
+ * reductions with its transfers. */
 #include "alg_util.h"
+#include "copy.h"
 #include "shm.h"
 #include "shm_steps.h"
 
@@ -50,47 +53,129 @@ static fr_status_t across_rd(struct fr_comm *comm, const fr_call_t *call, char *
     return FR_SUCCESS;
 }
 
-/* Allreduce of @p count elements of @p buf (input @p src) across the nodes,
- * among the ranks of this rank's local index: the rule's across=, else
- * recursive doubling for slices up to HIER_RD_MAX bytes and the ring above.
- * Recursive doubling needs a power-of-two node count; otherwise the ring. */
-static fr_status_t across(struct fr_comm *comm, const fr_call_t *call, char *buf, const char *src,
-                          size_t count, unsigned tag)
+/* Whether a slice of @p count elements crosses the nodes by recursive
+ * doubling: the rule's across=, else up to HIER_RD_MAX bytes; only on a
+ * power-of-two node count (otherwise the ring). */
+static int use_rd(const struct fr_comm *comm, const fr_call_t *call, size_t count)
+{
+    int n = comm->nnodes;
+    int rd = call->across == FR_ACROSS_RD ||
+             (call->across == FR_ACROSS_AUTO && count * fr_dtype_size(call->dtype) <= HIER_RD_MAX);
+    return rd && !(n & (n - 1));
+}
+
+/* The ring across the nodes for @p count (> 0) elements of @p buf (input
+ * @p src), among the ranks of this rank's local index. */
+static fr_status_t ring_setup(struct fr_comm *comm, const fr_call_t *call, char *buf, const char *src,
+                              size_t count, unsigned tag, fr_ring_t *g)
 {
     int n = comm->nnodes, me = comm->node, l = comm->local_rank;
     size_t es = fr_dtype_size(call->dtype), off, maxlen;
-    if (!count) return FR_SUCCESS;
-    int rd = call->across == FR_ACROSS_RD || (call->across == FR_ACROSS_AUTO && count * es <= HIER_RD_MAX);
-    if (rd && !(n & (n - 1))) return across_rd(comm, call, buf, src, count, tag);
     fr_block(count, n, 0, &off, &maxlen);
     size_t ce = HIER_RING_CHUNK / es < maxlen ? HIER_RING_CHUNK / es : maxlen;
     char *tmp = fr_comm_scratch(comm, 2 * ce * es);
     if (!tmp) return FR_ERR_NO_MEMORY;
-    fr_ring_t g = {
+    *g = (fr_ring_t){
         .pos = me, .n = n, .left = rank_at(comm, (me + n - 1) % n, l), .right = rank_at(comm, (me + 1) % n, l),
         .buf = buf, .src = src, .count = count, .elsize = es, .dtype = call->dtype, .op = call->op,
         .rs_steps = n - 1, .ag_steps = n - 1, .chunk = ce, .tmp = tmp, .tag = tag,
     };
+    return FR_SUCCESS;
+}
+
+/* Allreduce of @p count elements of @p buf (input @p src) across the nodes. */
+static fr_status_t across(struct fr_comm *comm, const fr_call_t *call, char *buf, const char *src,
+                          size_t count, unsigned tag)
+{
+    if (!count) return FR_SUCCESS;
+    if (use_rd(comm, call, count)) return across_rd(comm, call, buf, src, count, tag);
+    fr_ring_t g;
+    FR_CHECK(ring_setup(comm, call, buf, src, count, tag, &g));
     return fr_ring_run(comm, &g);
+}
+
+/* The step numbers of chunk k's network stage. */
+static unsigned chunk_tag(const struct fr_comm *comm, size_t k)
+{
+    return (unsigned)k * 2u * (unsigned)comm->nnodes;
 }
 
 /* Between the shared-memory halves: this slice across the nodes, in place. */
 static fr_status_t slice_across(struct fr_comm *comm, const fr_call_t *call, char *slice, size_t sl, unsigned k)
 {
-    return across(comm, call, slice, slice, sl, k * 2u * (unsigned)comm->nnodes);
+    return across(comm, call, slice, slice, sl, chunk_tag(comm, k));
+}
+
+/* comm->bg while a chunk's ring runs under the shared-memory steps. */
+static fr_status_t ring_bg(struct fr_comm *comm, void *arg)
+{
+    int done;
+    return fr_ring_advance(comm, (fr_ring_prog_t *)arg, 0, &done);
+}
+
+/* The chunks with their network stages overlapped: chunk k's ring runs
+ * under the reduce-scatter of chunk k+1 and the allgather of chunk k-1.
+ * Every rank goes RS(k), finish ring(k-1), start ring(k), AG(k-1), so three
+ * chunks are in the segment at once (shm.h). */
+static fr_status_t pipelined(fr_call_t *call, struct fr_comm *comm, size_t cel)
+{
+    fr_copy_fn copy_out = fr_copy_for(call->bytes);
+    const size_t es = fr_dtype_size(call->dtype), nch = (call->count + cel - 1) / cel;
+    fr_ring_prog_t x;
+    char *prev_recv = NULL;
+    size_t prev_n = 0;
+    uint64_t prev_R = 0;
+    int done;
+    for (size_t k = 0; k <= nch; k++) {
+        size_t off = k * cel, n = 0, so, sl = 0;
+        char *slice = NULL;
+        uint64_t R = 0;
+        if (k < nch) {
+            n = call->count - off < cel ? call->count - off : cel;
+            FR_CHECK(fr_shm_rs_chunk(comm, call, (const char *)call->sendbuf + off * es, n, &slice, &R, &so, &sl));
+        }
+        if (k > 0) {
+            comm->bg = NULL;
+            FR_CHECK(fr_ring_advance(comm, &x, 1, &done));
+        }
+        if (k < nch) {
+            fr_ring_t g = {.count = 0};
+            if (sl) FR_CHECK(ring_setup(comm, call, slice, slice, sl, chunk_tag(comm, k), &g));
+            FR_CHECK(fr_ring_start(comm, &g, &x));
+            comm->bg = ring_bg;
+            comm->bg_arg = &x;
+        }
+        if (k > 0) FR_CHECK(fr_shm_ag_chunk(comm, call, prev_recv, prev_n, prev_R, copy_out));
+        prev_recv = (char *)call->recvbuf + off * es;
+        prev_n = n;
+        prev_R = R;
+    }
+    return FR_SUCCESS;
 }
 
 static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
 {
     if (call->count == 0) return FR_SUCCESS;
     if (comm->ppn == 1) return across(comm, call, call->recvbuf, call->sendbuf, call->count, 0);
-    return fr_shm_allreduce_chunks(comm, call, HIER_CHUNK_DEFAULT, slice_across);
+    const size_t es = fr_dtype_size(call->dtype);
+    size_t chunk = call->chunk ? call->chunk : HIER_CHUNK_DEFAULT, so, sl;
+    if (chunk > comm->shm->red_slot) chunk = comm->shm->red_slot;
+    size_t cel = chunk / es ? chunk / es : 1;
+    /* one chunk, or slices that cross by recursive doubling: in sequence
+     * (the slice of local rank 0 is a largest one) */
+    fr_block(cel < call->count ? cel : call->count, comm->local_size, 0, &so, &sl);
+    if (call->count <= cel || use_rd(comm, call, sl))
+        return fr_shm_allreduce_chunks(comm, call, HIER_CHUNK_DEFAULT, slice_across);
+    fr_status_t st = pipelined(call, comm, cel);
+    comm->bg = NULL;
+    return st;
 }
 
 const fr_alg_t fr_alg_allreduce_hier = {
     .name = "hier", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_HOST, .check = check, .run = run,
     .desc = "several nodes of equal size: shared-memory reduce-scatter, ring allreduce of each slice "
             "across the nodes over UCX (across=rd|ring; default rd up to 64K per slice on a power-of-two "
-            "node count), shared-memory allgather; chunk=4M (at most half of FASTREDUCE_SHM_SIZE)",
+            "node count), shared-memory allgather; chunks of chunk=4M (at most a third of FASTREDUCE_SHM_SIZE) "
+            "overlap one chunk's ring across the nodes with the next one's shared-memory steps",
     .params = FR_PARAM_CHUNK | FR_PARAM_ACROSS, .chunk_def = HIER_CHUNK_DEFAULT,
 };

@@ -1,7 +1,7 @@
 /* allreduce "shm": the ranks of one node reduce through the node's shared
  * segment. Small messages (up to FR_SHM_SMALL bytes): every rank publishes
  * its vector and reduces all of them in rank order (one synchronisation).
- * Larger ones: in chunks, double-buffered; each rank copies its chunk in,
+ * Larger ones: in chunks, in three buffers in turn; each rank copies its chunk in,
  * reduces its own slice of the chunk from every rank's copy, publishes the
  * result, and copies the other slices' results out. */
 #include <string.h>
@@ -43,7 +43,7 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 const fr_alg_t fr_alg_allreduce_shm = {
     .name = "shm", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_HOST, .check = fr_alg_check_shm, .run = run,
     .desc = "single node, through one shared-memory segment: up to 16K every rank reduces all; above, "
-            "each rank reduces its slice of double-buffered chunks (chunk=512K, at most half of "
+            "each rank reduces its slice of chunks in three buffers (chunk=512K, at most a third of "
             "FASTREDUCE_SHM_SIZE)",
     .params = FR_PARAM_CHUNK, .chunk_def = DEFAULT_CHUNK,
 };

@@ -5,36 +5,61 @@
 #include "shm.h"
 #include "log.h"
 
-char *fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const char *send, size_t n,
-                      uint64_t *round, size_t *so, size_t *sl)
+/* Long copies and reductions run in pieces of this many bytes while a
+ * background transfer is in flight, which is moved on between them. */
+#define BG_PIECE ((size_t)256 * 1024)
+
+static fr_status_t copy_bg(struct fr_comm *comm, fr_copy_fn copy, char *dst, const char *src, size_t bytes)
+{
+    if (!comm->bg) {
+        copy(dst, src, bytes);
+        return FR_SUCCESS;
+    }
+    for (size_t o = 0; o < bytes; o += BG_PIECE) {
+        copy(dst + o, src + o, bytes - o < BG_PIECE ? bytes - o : BG_PIECE);
+        FR_CHECK(comm->bg(comm, comm->bg_arg));
+    }
+    return FR_SUCCESS;
+}
+
+fr_status_t fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const char *send, size_t n,
+                            char **slice, uint64_t *round, size_t *so, size_t *sl)
 {
     fr_shm_t *s = comm->shm;
     const int l = s->lsize, me = s->lrank;
     const size_t es = fr_dtype_size(call->dtype);
     uint64_t R = ++s->round[FR_SHM_F_ARRIVE];
-    char *bufs = s->red + (size_t)(R & 1) * (size_t)l * s->red_slot;
+    char *bufs = fr_shm_red(s, R);
     char *mine = bufs + (size_t)me * s->red_slot;
     fr_block(n, l, me, so, sl);
-    /* The buffer of round R-2 is free once every rank has started R-1. */
-    if (R > 1 && fr_shm_wait_all(comm, FR_SHM_F_ARRIVE, R - 1) != FR_SUCCESS) return NULL;
+    /* Buffer R % FR_SHM_RED_NBUF is free once every rank has started R-1 (shm.h). */
+    if (R > 1) FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_ARRIVE, R - 1));
     /* my own slice is read from the send buffer: only the others go in */
-    fr_copy(mine, send, *so * es);
-    fr_copy(mine + (*so + *sl) * es, send + (*so + *sl) * es, (n - *so - *sl) * es);
+    FR_CHECK(copy_bg(comm, fr_copy, mine, send, *so * es));
+    FR_CHECK(copy_bg(comm, fr_copy, mine + (*so + *sl) * es, send + (*so + *sl) * es, (n - *so - *sl) * es));
     fr_shm_post(s, FR_SHM_F_ARRIVE, R);
-    if (fr_shm_wait_all(comm, FR_SHM_F_ARRIVE, R) != FR_SUCCESS) return NULL;
+    FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_ARRIVE, R));
 
     char *res = mine + *so * es;
     const char *own = send + *so * es;
-    int first = 1;
-    for (int j = 0; j < l; j++) {
-        if (j == me) continue;
-        const char *src = bufs + (size_t)j * s->red_slot + *so * es;
-        if (first) fr_reduce3(res, own, src, *sl, call->dtype, call->op);
-        else fr_reduce(res, src, *sl, call->dtype, call->op);
-        first = 0;
+    /* piece by piece (one piece unless a background transfer runs), every
+     * other rank's copy in rank order */
+    size_t pe = comm->bg ? (BG_PIECE / es ? BG_PIECE / es : 1) : *sl;
+    for (size_t po = 0; po < *sl; po += pe) {
+        size_t pn = *sl - po < pe ? *sl - po : pe;
+        int first = 1;
+        for (int j = 0; j < l; j++) {
+            if (j == me) continue;
+            const char *src = bufs + (size_t)j * s->red_slot + (*so + po) * es;
+            if (first) fr_reduce3(res + po * es, own + po * es, src, pn, call->dtype, call->op);
+            else fr_reduce(res + po * es, src, pn, call->dtype, call->op);
+            first = 0;
+        }
+        if (comm->bg) FR_CHECK(comm->bg(comm, comm->bg_arg));
     }
+    *slice = res;
     *round = R;
-    return res;
+    return FR_SUCCESS;
 }
 
 fr_status_t fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *recv, size_t n, uint64_t R,
@@ -43,14 +68,14 @@ fr_status_t fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *r
     fr_shm_t *s = comm->shm;
     const int l = s->lsize, me = s->lrank;
     const size_t es = fr_dtype_size(call->dtype);
-    char *bufs = s->red + (size_t)(R & 1) * (size_t)l * s->red_slot;
+    char *bufs = fr_shm_red(s, R);
     fr_shm_post(s, FR_SHM_F_REDUCED, R);
     for (int k = 0; k < l; k++) {
         int j = (me + k) % l;   /* my own slice first: it is ready */
         size_t jo, jl;
         fr_block(n, l, j, &jo, &jl);
         if (j != me) FR_CHECK(fr_shm_wait_one(comm, j, FR_SHM_F_REDUCED, R));
-        copy_out(recv + jo * es, bufs + (size_t)j * s->red_slot + jo * es, jl * es);
+        FR_CHECK(copy_bg(comm, copy_out, recv + jo * es, bufs + (size_t)j * s->red_slot + jo * es, jl * es));
     }
     return FR_SUCCESS;
 }
@@ -86,8 +111,8 @@ fr_status_t fr_shm_allreduce_chunks(struct fr_comm *comm, const fr_call_t *call,
     for (size_t off = 0; off < call->count; off += cel, k++) {
         size_t n = call->count - off < cel ? call->count - off : cel, so, sl;
         uint64_t R;
-        char *slice = fr_shm_rs_chunk(comm, call, (const char *)call->sendbuf + off * es, n, &R, &so, &sl);
-        if (!slice) return FR_ERR_TIMED_OUT;
+        char *slice;
+        FR_CHECK(fr_shm_rs_chunk(comm, call, (const char *)call->sendbuf + off * es, n, &slice, &R, &so, &sl));
         if (between) FR_CHECK(between(comm, call, slice, sl, k));
         FR_CHECK(fr_shm_ag_chunk(comm, call, (char *)call->recvbuf + off * es, n, R, copy_out));
     }

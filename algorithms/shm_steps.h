@@ -12,10 +12,12 @@ typedef void (*fr_copy_fn)(void *, const void *, size_t);
 
 /* One chunk's reduce-scatter: @p n elements of @p send go into this rank's
  * slot; this rank reduces its slice (elements [*so, *so + *sl) of the
- * chunk) from every rank's copy. Returns the reduced slice, in the segment,
- * and the round it used (for fr_shm_ag_chunk); NULL when a wait timed out. */
-char *fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const char *send, size_t n,
-                      uint64_t *round, size_t *so, size_t *sl);
+ * chunk) from every rank's copy. Sets *slice to the reduced slice, in the
+ * segment, and *round to the round it used (for fr_shm_ag_chunk). While
+ * comm->bg is set, it is called between pieces of the copies and the
+ * reduction, and in the waits. */
+fr_status_t fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const char *send, size_t n,
+                            char **slice, uint64_t *round, size_t *so, size_t *sl);
 /* The same chunk's allgather: publish this rank's reduced slice and copy
  * every slice into @p recv (n elements). */
 fr_status_t fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *recv, size_t n, uint64_t round,

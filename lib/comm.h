@@ -69,6 +69,11 @@ struct fr_comm {
     fr_status_t  broken;       /* not FR_SUCCESS: a collective failed part-way; only destroy works now */
     char         broken_why[512];
     int          mpi_left;     /* a timed-out MPI request is still pending on mpi: it is never freed */
+    /* a transfer in flight while shared-memory steps run (hier allreduce's
+     * network stage of one chunk under the next chunk's shm steps): the shm
+     * waits and long copies call bg(comm, bg_arg) to move it on; NULL: none */
+    fr_status_t (*bg)(struct fr_comm *comm, void *arg);
+    void        *bg_arg;
     /* device buffers (lib/device.c) */
     void        *nccl;         /* ncclComm_t, NULL until made */
     int          nccl_state;   /* 0 not tried yet, 1 ready, -1 not available (same on every rank) */

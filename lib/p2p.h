@@ -35,6 +35,11 @@ fr_status_t fr_p2p_irecv(struct fr_comm *comm, int peer, unsigned step,
  * communicator broken and its worker gone (so nothing lands later). */
 fr_status_t fr_p2p_wait(struct fr_comm *comm, fr_req_t *reqs, int n);
 
+/* One step of progress, then whether all @p n requests are complete
+ * (*complete; the completed ones are freed). Never waits; a failed request
+ * fails (and breaks) the call as in fr_p2p_wait. */
+fr_status_t fr_p2p_test(struct fr_comm *comm, fr_req_t *reqs, int n, int *complete);
+
 /* Send to @p dst and receive from @p src at once (either may be -1 to skip). */
 fr_status_t fr_p2p_sendrecv(struct fr_comm *comm, int dst, const void *sbuf, size_t slen,
                             int src, void *rbuf, size_t rlen, unsigned step);

@@ -58,8 +58,10 @@ static fr_status_t wait_range(struct fr_comm *comm, int lo, int hi, int which, u
     fr_wait_t w = FR_WAIT_INIT;
     for (int r = lo; r < hi; r++) {
         volatile uint64_t *f = fr_shm_flag(s, r, which);
-        while (__atomic_load_n(f, __ATOMIC_ACQUIRE) < value)
+        while (__atomic_load_n(f, __ATOMIC_ACQUIRE) < value) {
+            if (comm->bg) FR_CHECK(comm->bg(comm, comm->bg_arg));
             if (fr_wait_poll(comm, &w)) return shm_timeout(comm, r, hi, which, value);
+        }
         w.start_ns = 0;  /* (a raised flag is progress: the timeout counts from it) */
     }
     return FR_SUCCESS;
@@ -82,11 +84,11 @@ static size_t layout(fr_shm_t *s, size_t per_rank)
 {
     size_t l = (size_t)s->lsize, off = 0;
     size_t flags = align_up(l * FR_SHM_NFLAGS * sizeof(fr_shm_flag_t), 4096);
-    s->red_slot = align_up(per_rank / 2, 4096);
+    s->red_slot = align_up(per_rank / FR_SHM_RED_NBUF, 4096);
     s->bc_slot = align_up(per_rank * l / FR_SHM_BCAST_NBUF, 4096);
     off = flags;
     size_t small_off = off; off += align_up(2 * l * FR_SHM_SMALL, 4096);
-    size_t red_off = off;   off += 2 * l * s->red_slot;
+    size_t red_off = off;   off += FR_SHM_RED_NBUF * l * s->red_slot;
     size_t bc_off = off;    off += FR_SHM_BCAST_NBUF * s->bc_slot;
     if (s->base) {
         s->flags = (fr_shm_flag_t *)s->base;

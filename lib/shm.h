@@ -21,6 +21,11 @@ enum { FR_SHM_F_SMALL = 0, FR_SHM_F_ARRIVE, FR_SHM_F_REDUCED, FR_SHM_F_BREADY, F
        FR_SHM_NFLAGS };
 #define FR_SHM_SMALL   16384          /* bytes per rank in each of the two small slots */
 #define FR_SHM_BCAST_NBUF 8           /* chunks in flight in the bcast ring */
+/* Buffers of the chunked allreduce. A rank reuses buffer R % 3 at round R
+ * once every rank of the node has arrived at round R-1: by then each has
+ * finished the allgather of round R-3, also when hier allreduce runs the
+ * allgather of round R-1 only after the reduce-scatter of round R. */
+#define FR_SHM_RED_NBUF 3
 
 typedef struct fr_shm {
     void          *base;
@@ -28,7 +33,7 @@ typedef struct fr_shm {
     int            lrank, lsize;
     fr_shm_flag_t *flags;     /* [lsize * FR_SHM_NFLAGS] */
     char          *small;     /* [2][lsize][FR_SHM_SMALL]: one-shot small allreduce */
-    char          *red;       /* [2][lsize][red_slot]: pipelined large allreduce */
+    char          *red;       /* [FR_SHM_RED_NBUF][lsize][red_slot]: chunked large allreduce */
     size_t         red_slot;  /* bytes per rank per buffer */
     char          *bc;        /* [FR_SHM_BCAST_NBUF][bc_slot]: bcast ring */
     size_t         bc_slot;
@@ -54,6 +59,12 @@ fr_status_t fr_shm_wait_one(struct fr_comm *comm, int lrank, int which, uint64_t
 static inline void fr_shm_post(fr_shm_t *s, int which, uint64_t value)
 {
     __atomic_store_n(fr_shm_flag(s, s->lrank, which), value, __ATOMIC_RELEASE);
+}
+
+/* The allreduce buffers of round @p R: [lsize][red_slot]. */
+static inline char *fr_shm_red(const fr_shm_t *s, uint64_t R)
+{
+    return s->red + (size_t)(R % FR_SHM_RED_NBUF) * (size_t)s->lsize * s->red_slot;
 }
 
 /* The spin-then-yield step used by every waiting loop. */

@@ -286,39 +286,56 @@ static fr_status_t p2p_timeout(struct fr_comm *comm, fr_req_t *reqs, int n)
     return fr_wait_timeout(comm, shown ? step : "UCX", shown ? peers : "nothing (it completed as the clock ran out)");
 }
 
+/* One look at @p n requests: frees the completed ones and sets *pending and
+ * *done (how many completed now); a failed one fails the call. */
+static fr_status_t scan(struct fr_comm *comm, fr_req_t *reqs, int n, int *pending, int *done)
+{
+    fr_status_t st = FR_SUCCESS;
+    char how[192], step[32], peer[64];
+    *pending = *done = 0;
+    for (int i = 0; i < n; i++) {
+        if (!reqs[i].ucx) continue;
+        ucs_status_t s = ucp_request_check_status(reqs[i].ucx);
+        if (s == UCS_INPROGRESS) { ++*pending; continue; }
+        ++*done;
+        if (s != UCS_OK && st == FR_SUCCESS) {
+            st = FR_ERR_UCX;
+            snprintf(how, sizeof how, "failed: UCX reports %s", ucs_status_string(s));
+            if (comm->ucx->failed >= 0)
+                snprintf(how + strlen(how), sizeof how - strlen(how), " (the endpoint to rank %d failed: "
+                         "that rank died, or gave up on this call)", comm->ucx->failed);
+            snprintf(step, sizeof step, "UCX step %u", reqs[i].step);
+            snprintf(peer, sizeof peer, "%s rank %d", req_kind(&reqs[i]), reqs[i].peer);
+        }
+        ucp_request_free(reqs[i].ucx);
+        reqs[i].ucx = NULL;
+    }
+    /* (a failed transfer fails the call: the rest need not finish) */
+    if (st != FR_SUCCESS) {
+        release(comm, reqs, n);
+        return fr_wait_fail(comm, st, how, step, peer);
+    }
+    return FR_SUCCESS;
+}
+
+fr_status_t fr_p2p_test(struct fr_comm *comm, fr_req_t *reqs, int n, int *complete)
+{
+    if (!comm->ucx) return gone(comm);
+    int pending, done;
+    ucp_worker_progress(comm->ucx->worker);
+    FR_CHECK(scan(comm, reqs, n, &pending, &done));
+    *complete = !pending;
+    return FR_SUCCESS;
+}
+
 fr_status_t fr_p2p_wait(struct fr_comm *comm, fr_req_t *reqs, int n)
 {
     if (!comm->ucx) return gone(comm);
     ucp_worker_h w = comm->ucx->worker;
-    fr_status_t st = FR_SUCCESS;
     fr_wait_t wt = FR_WAIT_INIT;
-    int pending, expired = 0;
-    char how[192], step[32], peer[64];
+    int pending, done, expired = 0;
     for (;;) {
-        int done = 0;
-        pending = 0;
-        for (int i = 0; i < n; i++) {
-            if (!reqs[i].ucx) continue;
-            ucs_status_t s = ucp_request_check_status(reqs[i].ucx);
-            if (s == UCS_INPROGRESS) { pending++; continue; }
-            done++;
-            if (s != UCS_OK && st == FR_SUCCESS) {
-                st = FR_ERR_UCX;
-                snprintf(how, sizeof how, "failed: UCX reports %s", ucs_status_string(s));
-                if (comm->ucx->failed >= 0)
-                    snprintf(how + strlen(how), sizeof how - strlen(how), " (the endpoint to rank %d failed: "
-                             "that rank died, or gave up on this call)", comm->ucx->failed);
-                snprintf(step, sizeof step, "UCX step %u", reqs[i].step);
-                snprintf(peer, sizeof peer, "%s rank %d", req_kind(&reqs[i]), reqs[i].peer);
-            }
-            ucp_request_free(reqs[i].ucx);
-            reqs[i].ucx = NULL;
-        }
-        /* (a failed transfer fails the call: the rest need not finish) */
-        if (st != FR_SUCCESS) {
-            release(comm, reqs, n);
-            return fr_wait_fail(comm, st, how, step, peer);
-        }
+        FR_CHECK(scan(comm, reqs, n, &pending, &done));
         if (!pending) return FR_SUCCESS;
         /* (expired at the last pass, and this scan found them still pending) */
         if (expired) return p2p_timeout(comm, reqs, n);

@@ -247,6 +247,15 @@ for a in rd ring; do
 done
 run_one 4 "$TCP FASTREDUCE_NODE_SIZE=1 FASTREDUCE_TUNE_FILE=$LOGDIR/hier-rd.table" test_coll --quick --algo default
 run_one 4 "$TCP FASTREDUCE_NODE_SIZE=2 FASTREDUCE_TUNE_FILE=$LOGDIR/hier-ring.table" test_coll --quick --algo default
+# hier's pipeline (a chunk's ring across the nodes runs under its neighbours'
+# shm steps) with many chunks: 16K ones at every count, and chunks of 8 bytes
+# (one or two elements, so most slices are empty)
+for c in 16K 8; do
+    echo "allreduce host * * * hier chunk=$c" >"$LOGDIR/hier-chunk$c.table"
+done
+run_one 4 "$TCP FASTREDUCE_NODE_SIZE=2 FASTREDUCE_TUNE_FILE=$LOGDIR/hier-chunk16K.table" test_coll --algo default
+run_one 6 "$TCP FASTREDUCE_NODE_SIZE=2 FASTREDUCE_TUNE_FILE=$LOGDIR/hier-chunk16K.table" test_coll --quick --algo default
+run_one 6 "$TCP FASTREDUCE_NODE_SIZE=3 FASTREDUCE_TUNE_FILE=$LOGDIR/hier-chunk8.table" test_coll --quick --algo default
 
 # Binding on this machine: each rank's affinity against the plan, worked out
 # by test_bind from /sys; with FASTREDUCE_REPORT_BINDINGS=1 every rank prints
