@@ -120,6 +120,35 @@ static int node_cores(MPI_Comm node_comm)
     return CPU_COUNT(&all);
 }
 
+/* Whether the ranks of @p mpi that share this rank's machine (its kernel:
+ * the same boot id) are more than the cores they may run on. Such ranks
+ * can be on different nodes, faked ones (FASTREDUCE_NODE_SIZE / _HOSTID)
+ * or network namespaces and containers, and still share the cores. Where
+ * the boot id cannot be read, the node's ranks are counted. Collective. */
+static int oversubscribed(MPI_Comm mpi, int rank, int node, MPI_Comm node_comm)
+{
+    char id[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(id, sizeof id, f)) id[0] = 0;
+        fclose(f);
+    }
+    unsigned h = 2166136261u;  /* FNV-1a of the boot id; or the node index */
+    for (const char *p = id; *p && *p != '\n'; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+    int color = id[0] ? (int)(h & 0x3fffffffu) : (int)(0x40000000u | (unsigned)node);
+    MPI_Comm host;
+    if (PMPI_Comm_split(mpi, color, rank, &host) != MPI_SUCCESS) {
+        int n;
+        PMPI_Comm_size(node_comm, &n);
+        return n > node_cores(node_comm);
+    }
+    int n;
+    PMPI_Comm_size(host, &n);
+    int over = n > node_cores(host);
+    PMPI_Comm_free(&host);
+    return over;
+}
+
 static void free_comm(struct fr_comm *c)
 {
     fr_device_destroy(c);
@@ -189,7 +218,7 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     FR_CHECK_GOTO(fr_select_load(c, config), st, fail);
     c->spin = (uint64_t)fr_env_int("FASTREDUCE_SPIN");
     FR_CHECK_GOTO(fr_wait_setup(c), st, fail);
-    if (!fr_env("FASTREDUCE_SPIN") && c->local_size > node_cores(c->node_comm))
+    if (!fr_env("FASTREDUCE_SPIN") && oversubscribed(c->mpi, c->rank, c->node, c->node_comm))
         c->spin = 20; /* oversubscribed: yield soon */
     FR_CHECK_GOTO(fr_ucx_create(c), st, fail);
     FR_CHECK_GOTO(fr_shm_create(c), st, fail);
