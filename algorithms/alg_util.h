@@ -198,7 +198,7 @@ static inline void fr_ring_compute(const fr_ring_t *g, size_t round, size_t m)
 
 /* A ring pass that runs while other work is done: fr_ring_start posts its
  * first round, fr_ring_advance moves it on (waiting, or only as far as
- * the transfers already done allow) until *done. */
+ * the transfers already done allow); it is finished when r == total. */
 typedef struct fr_ring_prog {
     fr_ring_t g;
     size_t    m, total, r;   /* chunks per step, rounds, the round in flight */
@@ -218,7 +218,7 @@ static inline fr_status_t fr_ring_start(struct fr_comm *comm, const fr_ring_t *g
 }
 
 /* @p block: wait for the rest; else return as soon as a round is pending. */
-static inline fr_status_t fr_ring_advance(struct fr_comm *comm, fr_ring_prog_t *x, int block, int *done)
+static inline fr_status_t fr_ring_advance(struct fr_comm *comm, fr_ring_prog_t *x, int block)
 {
     const fr_ring_t *g = &x->g;
     size_t m = x->m;
@@ -229,7 +229,7 @@ static inline fr_status_t fr_ring_advance(struct fr_comm *comm, fr_ring_prog_t *
         } else {
             int complete;
             FR_CHECK(fr_p2p_test(comm, x->rq[r % 2], 2, &complete));
-            if (!complete) { *done = 0; return FR_SUCCESS; }
+            if (!complete) return FR_SUCCESS;
         }
         if (r + 1 == x->total) {
             fr_ring_compute(g, r, m);
@@ -242,16 +242,14 @@ static inline fr_status_t fr_ring_advance(struct fr_comm *comm, fr_ring_prog_t *
             fr_ring_compute(g, r, m);
         }
     }
-    *done = 1;
     return FR_SUCCESS;
 }
 
 static inline fr_status_t fr_ring_run(struct fr_comm *comm, const fr_ring_t *g)
 {
     fr_ring_prog_t x;
-    int done;
     FR_CHECK(fr_ring_start(comm, g, &x));
-    return fr_ring_advance(comm, &x, 1, &done);
+    return fr_ring_advance(comm, &x, 1);
 }
 
 /* The bytes a binomial subtree of relative ranks [lo, hi) needs (hi may

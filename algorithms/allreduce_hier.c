@@ -109,8 +109,7 @@ static fr_status_t slice_across(struct fr_comm *comm, const fr_call_t *call, cha
 /* comm->bg while a chunk's ring runs under the shared-memory steps. */
 static fr_status_t ring_bg(struct fr_comm *comm, void *arg)
 {
-    int done;
-    return fr_ring_advance(comm, (fr_ring_prog_t *)arg, 0, &done);
+    return fr_ring_advance(comm, (fr_ring_prog_t *)arg, 0);
 }
 
 /* The chunks with their network stages overlapped: chunk k's ring runs
@@ -125,7 +124,6 @@ static fr_status_t pipelined(fr_call_t *call, struct fr_comm *comm, size_t cel)
     char *prev_recv = NULL;
     size_t prev_n = 0;
     uint64_t prev_R = 0;
-    int done;
     for (size_t k = 0; k <= nch; k++) {
         size_t off = k * cel, n = 0, so, sl = 0;
         char *slice = NULL;
@@ -136,7 +134,7 @@ static fr_status_t pipelined(fr_call_t *call, struct fr_comm *comm, size_t cel)
         }
         if (k > 0) {
             comm->bg = NULL;
-            FR_CHECK(fr_ring_advance(comm, &x, 1, &done));
+            FR_CHECK(fr_ring_advance(comm, &x, 1));
         }
         if (k < nch) {
             fr_ring_t g = {.count = 0};
@@ -157,10 +155,7 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
 {
     if (call->count == 0) return FR_SUCCESS;
     if (comm->ppn == 1) return across(comm, call, call->recvbuf, call->sendbuf, call->count, 0);
-    const size_t es = fr_dtype_size(call->dtype);
-    size_t chunk = call->chunk ? call->chunk : HIER_CHUNK_DEFAULT, so, sl;
-    if (chunk > comm->shm->red_slot) chunk = comm->shm->red_slot;
-    size_t cel = chunk / es ? chunk / es : 1;
+    size_t cel = fr_shm_chunk_elems(comm, call, HIER_CHUNK_DEFAULT), so, sl;
     /* one chunk, or slices that cross by recursive doubling: in sequence
      * (the slice of local rank 0 is a largest one) */
     fr_block(cel < call->count ? cel : call->count, comm->local_size, 0, &so, &sl);

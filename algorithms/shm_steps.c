@@ -1,5 +1,6 @@
 /* The shared-memory steps of shm_steps.h. */
 #include "shm_steps.h"
+#include "alg_util.h"
 #include "copy.h"
 #include "reduce.h"
 #include "shm.h"
@@ -97,16 +98,19 @@ fr_status_t fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_
     return FR_SUCCESS;
 }
 
+size_t fr_shm_chunk_elems(const struct fr_comm *comm, const fr_call_t *call, size_t def_chunk)
+{
+    const size_t es = fr_dtype_size(call->dtype);
+    return fr_alg_chunk_elems(call, def_chunk, es, comm->shm->red_slot / es);
+}
+
 fr_status_t fr_shm_allreduce_chunks(struct fr_comm *comm, const fr_call_t *call, size_t def_chunk,
                                     fr_slice_fn between)
 {
     /* A result larger than a good part of the cache is written with
      * streaming stores: it saves reading the destination lines first. */
     fr_copy_fn copy_out = fr_copy_for(call->bytes);
-    const size_t es = fr_dtype_size(call->dtype);
-    size_t chunk = call->chunk ? call->chunk : def_chunk;
-    if (chunk > comm->shm->red_slot) chunk = comm->shm->red_slot;
-    size_t cel = chunk / es ? chunk / es : 1;
+    const size_t es = fr_dtype_size(call->dtype), cel = fr_shm_chunk_elems(comm, call, def_chunk);
     unsigned k = 0;
     for (size_t off = 0; off < call->count; off += cel, k++) {
         size_t n = call->count - off < cel ? call->count - off : cel, so, sl;

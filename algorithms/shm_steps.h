@@ -22,6 +22,9 @@ fr_status_t fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const c
  * every slice into @p recv (n elements). */
 fr_status_t fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *recv, size_t n, uint64_t round,
                      fr_copy_fn copy_out);
+/* Elements per chunk of the chunked allreduce: the rule's chunk= or
+ * @p def_chunk bytes, at most a slot, at least one element. */
+size_t fr_shm_chunk_elems(const struct fr_comm *comm, const fr_call_t *call, size_t def_chunk);
 /* The chunked shm allreduce of call (chunk= or @p def_chunk bytes, at most a
  * slot): per chunk, fr_shm_rs_chunk, then @p between (NULL: nothing) on this
  * rank's reduced slice of @p sl elements (chunk number @p k), then

@@ -137,15 +137,11 @@ static int oversubscribed(MPI_Comm mpi, int rank, int node, MPI_Comm node_comm)
     for (const char *p = id; *p && *p != '\n'; p++) h = (h ^ (unsigned char)*p) * 16777619u;
     int color = id[0] ? (int)(h & 0x3fffffffu) : (int)(0x40000000u | (unsigned)node);
     MPI_Comm host;
-    if (PMPI_Comm_split(mpi, color, rank, &host) != MPI_SUCCESS) {
-        int n;
-        PMPI_Comm_size(node_comm, &n);
-        return n > node_cores(node_comm);
-    }
+    if (PMPI_Comm_split(mpi, color, rank, &host) != MPI_SUCCESS) host = node_comm;
     int n;
     PMPI_Comm_size(host, &n);
     int over = n > node_cores(host);
-    PMPI_Comm_free(&host);
+    if (host != node_comm) PMPI_Comm_free(&host);
     return over;
 }
 
