@@ -422,12 +422,13 @@ ok=0; [ "$rows" -gt 40 ] && [ "$seen" = 40 ] && [ "$coarse" = 12 ] && [ "$chosen
     { [ "$points" = 40 ] || grep -q 'warning: the budget ran out before' "$tdir/tune.log"; } && ok=1
 pass_fail $ok "fastreduce-tune CSV: $rows measured rows; $seen of 40 (collective, size) points listed, $points measured$cut, $coarse of 12 first-pass ones, $chosen chosen"
 # the second job: every call of the osu benchmark follows a rule of t.tune
+# (the table on stdout, the log on stderr: in one file a log line can land inside a row)
 FASTREDUCE_TUNE_FILE="$tdir/t.tune" FASTREDUCE_DEBUG=INFO FASTREDUCE_DEBUG_SUBSYS=TUNE,COLL \
-    timeout -k 15 "$TIMEOUT" "${tlaunch[@]}" -n 2 "$OSU" -m 4:4096 -i 5 -x 1 </dev/null >"$tdir/use.log" 2>&1
+    timeout -k 15 "$TIMEOUT" "${tlaunch[@]}" -n 2 "$OSU" -m 4:4096 -i 5 -x 1 </dev/null >"$tdir/use.log" 2>"$tdir/use.err"
 rc=$?
-loaded=$(grep -c "FASTREDUCE_TUNE_FILE: $tdir/t.tune loaded: .* its fingerprint and shape match" "$tdir/use.log")
-used=$(grep -cE 'INFO #[0-9]+ allreduce [0-9]+ bytes .* \(FASTREDUCE_TUNE_FILE rule at line [0-9]+\)' "$tdir/use.log")
-other=$(grep -E 'INFO #[0-9]+ allreduce [0-9]+ bytes' "$tdir/use.log" | grep -vc 'FASTREDUCE_TUNE_FILE rule')
+loaded=$(grep -c "FASTREDUCE_TUNE_FILE: $tdir/t.tune loaded: .* its fingerprint and shape match" "$tdir/use.err")
+used=$(grep -cE 'INFO #[0-9]+ allreduce [0-9]+ bytes .* \(FASTREDUCE_TUNE_FILE rule at line [0-9]+\)' "$tdir/use.err")
+other=$(grep -E 'INFO #[0-9]+ allreduce [0-9]+ bytes' "$tdir/use.err" | grep -vc 'FASTREDUCE_TUNE_FILE rule')
 # the algorithm column of the osu output is the table's choice for that size
 mism=0
 while read -r size _ _ _ alg; do
