@@ -8,7 +8,11 @@
  * buffers, a communicator without NCCL, the ring/tree names when the plugin
  * does not steer NCCL, and integer avg (NCCL's integer average rounds
  * otherwise than ours; the staged path gives ours). They live in one file
- * because they are one call into NCCL that differs only in the hint. */
+ * because they are one call into NCCL that differs only in the hint.
+ * On a communicator of one rank every collective is a copy, which they
+ * enqueue themselves: NCCL's one-rank reduction kernel before 2.29.7 leaves
+ * the tail of an out-of-place average unwritten (NVIDIA/nccl#1950; seen here
+ * with 2.28.3, float64, 65537 elements, on an H200). */
 #include "config.h"
 #include "comm.h"
 #include "device.h"
@@ -65,6 +69,11 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm, int algo)
     ncclRedOp_t o = ncclSum;
     nccl_type(call->dtype, &t);
     if (call->coll == FR_COLL_ALLREDUCE) nccl_op(call->op, call->dtype, &o);
+    if (comm->size == 1) {
+        const void *src = call->coll == FR_COLL_ALLREDUCE ? call->sendbuf : call->recvbuf;
+        FR_CHECK(fr_device_copy_async(call->recvbuf, src, call->bytes, call->stream));
+        return call->async ? FR_SUCCESS : fr_device_sync(call->stream);
+    }
     fr_nccl_hint_set(algo, call->proto);
     ncclResult_t r = call->coll == FR_COLL_ALLREDUCE ?
         ncclAllReduce(call->sendbuf, call->recvbuf, call->count, t, o, (ncclComm_t)comm->nccl,

@@ -98,11 +98,15 @@ fr_status_t fr_device_sync(void *stream)
     return cuda_status(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
 }
 
-fr_status_t fr_device_copy(void *dst, const void *src, size_t bytes, void *stream)
+fr_status_t fr_device_copy_async(void *dst, const void *src, size_t bytes, void *stream)
 {
     if (!bytes || dst == src) return FR_SUCCESS;
-    FR_CHECK(cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream),
-                         "cudaMemcpyAsync"));
+    return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream), "cudaMemcpyAsync");
+}
+
+fr_status_t fr_device_copy(void *dst, const void *src, size_t bytes, void *stream)
+{
+    FR_CHECK(fr_device_copy_async(dst, src, bytes, stream));
     return fr_device_sync(stream);
 }
 
@@ -130,6 +134,7 @@ static fr_status_t no_cuda(void)
 }
 fr_status_t fr_device_sync(void *stream) { return no_cuda(); }
 fr_status_t fr_device_copy(void *dst, const void *src, size_t bytes, void *stream) { return no_cuda(); }
+fr_status_t fr_device_copy_async(void *dst, const void *src, size_t bytes, void *stream) { return no_cuda(); }
 void *fr_device_stage(struct fr_comm *comm, size_t bytes)
 {
     no_cuda();

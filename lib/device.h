@@ -40,8 +40,9 @@ void fr_device_destroy(struct fr_comm *comm);
 int fr_device_of(const void *p);
 
 /* Copies between device and host memory on @p stream (a cudaStream_t, NULL:
- * the legacy default stream), waited for. */
+ * the legacy default stream), waited for; the _async one only enqueues. */
 fr_status_t fr_device_copy(void *dst, const void *src, size_t bytes, void *stream);
+fr_status_t fr_device_copy_async(void *dst, const void *src, size_t bytes, void *stream);
 /* Wait for the work on @p stream. */
 fr_status_t fr_device_sync(void *stream);
 /* Wait for an NCCL call enqueued on @p stream: bounded by the
