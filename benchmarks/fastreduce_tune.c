@@ -87,7 +87,8 @@ static void usage(FILE *f)
             "                      has a GPU and the build has NCCL): device buffers measure nccl\n"
             "                      (NCCL's own choice), nccl_ring and nccl_tree with each protocol\n"
             "      --check TABLE   re-measure a sample of sizes; report ranges where TABLE's choice is\n"
-            "                      no longer the fastest (exit status 3 when one is stale)\n"
+            "                      no longer the fastest (exit status 3 when one is stale); the rules\n"
+            "                      of the memory types of --memory (default host)\n"
             "  -q, --quiet         one progress line per size instead of per measurement\n"
             "  -h, --help          this text\n"
             "Data: float32 sum out of place (allreduce), root 0 (bcast). A point's figure\n"
@@ -170,8 +171,6 @@ static int parse_opts(int argc, char **argv, opts_t *o, int rank)
     if (!bad[0] && optind < argc) snprintf(bad, sizeof bad, "unexpected argument '%s'", argv[optind]);
     if (!bad[0] && o->min > o->max) snprintf(bad, sizeof bad, "--min is larger than --max");
     if (!bad[0] && o->check && o->out) snprintf(bad, sizeof bad, "--check does not write a table (no -o)");
-    if (!bad[0] && o->check && (o->mems & FR_MEM_CUDA))
-        snprintf(bad, sizeof bad, "--check re-measures host rules only (no --memory cuda)");
     if (o->check && !budget_set) o->budget = 120;
     if (bad[0]) {
         if (rank == 0) fprintf(stderr, PROG ": %s\n(" PROG " --help lists the options)\n", bad);
@@ -696,7 +695,13 @@ static void meta_of(const tuner_t *T, int argc, char **argv, fr_table_meta_t *m)
     snprintf(m->mpi, sizeof m->mpi, "%.*s", (int)sizeof m->mpi - 1, ver);
     snprintf(m->ucx, sizeof m->ucx, "%s", ucp_get_version_string());
 #ifdef FR_HAVE_NCCL
-    snprintf(m->nccl, sizeof m->nccl, "%d.%d.%d (built in)", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+    /* the library loaded, which may not be the one built against */
+    int v = 0;
+    if (ncclGetVersion(&v) == ncclSuccess && v != NCCL_VERSION_CODE)
+        snprintf(m->nccl, sizeof m->nccl, "%d.%d.%d (built with %d.%d.%d)", v / 10000, v / 100 % 100, v % 100,
+                 NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+    else
+        snprintf(m->nccl, sizeof m->nccl, "%d.%d.%d", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
 #else
     snprintf(m->nccl, sizeof m->nccl, "not built in");
 #endif
@@ -767,7 +772,7 @@ static int choice(tuner_t *T, fr_table_t *tab, int coll, uint64_t bytes, int *ru
     return T->g.ncand - 1;
 }
 
-static int check_table(tuner_t *T)
+static int check_table(tuner_t *T, double share)
 {
     fr_table_t tab = {0};
     fr_table_meta_t meta;
@@ -812,9 +817,10 @@ static int check_table(tuner_t *T)
     for (int coll = 0; coll < FR_COLL_COUNT; coll++)
         for (int s = 0; s < g->nsizes; s++)
             chosen[coll][s] = (T->o.colls & (1 << coll)) ? choice(T, &tab, coll, g->sizes[s], &rule[coll][s]) : -1;
-    T->deadline = T->t0 + 0.75 * T->o.budget;
+    double start = now();
+    T->deadline = start + 0.75 * share;
     sweep(T, sample);
-    T->deadline = T->t0 + 0.98 * T->o.budget;
+    T->deadline = start + 0.98 * share;
     /* a choice that was pruned or never measured at a sampled size is measured now */
     for (int coll = 0; coll < FR_COLL_COUNT; coll++)
         for (int s = 0; s < g->nsizes; s++) {
@@ -835,6 +841,7 @@ static int check_table(tuner_t *T)
             if (!in) list[n++] = c;
             measure_size(T, s, list, n, 1, 0);
         }
+    const char *mem = T->mem == FR_MEM_CUDA ? " cuda" : "";
     if (T->rank == 0) {
         for (int coll = 0; coll < FR_COLL_COUNT; coll++) {
             if (!(T->o.colls & (1 << coll))) continue;
@@ -854,14 +861,14 @@ static int check_table(tuner_t *T)
                 last_rule = rule[coll][s];
                 int best = tc_fastest(g, coll, s, -1);
                 if (mc->state == TC_FAILED) {
-                    printf("STALE %-9s %6s: the table's %s (%s) fails its check\n", fr_coll_name(coll), sz,
+                    printf("STALE %-9s %6s%s: the table's %s (%s) fails its check\n", fr_coll_name(coll), sz, mem,
                            g->cand[c].label, where);
                     stale++;
                     continue;
                 }
                 if (mc->state != TC_OK || best < 0) {
-                    printf("      %-9s %6s: %s (%s) not measured (%s)\n", fr_coll_name(coll), sz, g->cand[c].label,
-                           where, tc_state_name(mc->state));
+                    printf("      %-9s %6s%s: %s (%s) not measured (%s)\n", fr_coll_name(coll), sz, mem,
+                           g->cand[c].label, where, tc_state_name(mc->state));
                     continue;
                 }
                 const tc_meas_t *mb = tc_at(g, best, s);
@@ -869,21 +876,22 @@ static int check_table(tuner_t *T)
                 if (thr < T->pol.tie_max * mb->med) thr = T->pol.tie_max * mb->med;
                 double slower = mc->med / mb->med - 1;
                 if (best != c && mc->med - mb->med > thr) {
-                    printf("STALE %-9s %6s: the table's %s (%s) takes %.2f us; %s takes %.2f us: %.0f%% slower "
-                           "(noise %.0f%%)\n", fr_coll_name(coll), sz, g->cand[c].label, where, mc->med * 1e6,
+                    printf("STALE %-9s %6s%s: the table's %s (%s) takes %.2f us; %s takes %.2f us: %.0f%% slower "
+                           "(noise %.0f%%)\n", fr_coll_name(coll), sz, mem, g->cand[c].label, where, mc->med * 1e6,
                            g->cand[best].label, mb->med * 1e6, slower * 100, thr / mb->med * 100);
                     if (!reported) stale++;
                     reported = 1;
                 } else {
-                    printf("ok    %-9s %6s: %s (%s) %.2f us; fastest %s %.2f us (%+.1f%%, noise %.0f%%)\n",
-                           fr_coll_name(coll), sz, g->cand[c].label, where, mc->med * 1e6, g->cand[best].label,
+                    printf("ok    %-9s %6s%s: %s (%s) %.2f us; fastest %s %.2f us (%+.1f%%, noise %.0f%%)\n",
+                           fr_coll_name(coll), sz, mem, g->cand[c].label, where, mc->med * 1e6, g->cand[best].label,
                            mb->med * 1e6, slower * 100, thr / mb->med * 100);
                 }
             }
         }
         steadiness(T, stdout, PROG ": ");
-        printf(PROG ": %d stale range%s in %s (%ld points measured in %.0f s%s)\n", stale, stale == 1 ? "" : "s",
-               T->o.check, T->done, now() - T->t0, T->skipped ? "; the budget cut some" : "");
+        printf(PROG ": %d stale range%s in %s%s (%ld points measured in %.0f s%s)\n", stale, stale == 1 ? "" : "s",
+               T->o.check, T->mem == FR_MEM_CUDA ? ", cuda rules" : "", T->done, now() - T->t0,
+               T->skipped ? "; the budget cut some" : "");
     }
     T->comm->table = (fr_table_t){0};
     fr_table_free(&tab);
@@ -932,7 +940,8 @@ int main(int argc, char **argv)
     /* device buffers: before the communicator, which binds; the GPU is set here */
     char why[256] = "";
     int dev = -1;
-    int gpus = !T.o.check && (!T.o.mems || (T.o.mems & FR_MEM_CUDA)) ? bd_gpus(&dev, why, sizeof why) : 0;
+    /* (--check measures host rules unless --memory names cuda) */
+    int gpus = (!T.o.check && !T.o.mems) || (T.o.mems & FR_MEM_CUDA) ? bd_gpus(&dev, why, sizeof why) : 0;
     if ((T.o.mems & FR_MEM_CUDA) && !gpus) {
         if (T.rank == 0) fprintf(stderr, PROG ": --memory cuda: %s\n", why);
         MPI_Finalize();
@@ -956,7 +965,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    unsigned mems = T.o.mems ? T.o.mems : FR_MEM_HOST | (gpus ? FR_MEM_CUDA : 0);
+    unsigned mems = T.o.mems ? T.o.mems : FR_MEM_HOST | (gpus && !T.o.check ? FR_MEM_CUDA : 0);
     T.own = T.comm->table;
     uint64_t sizes[MAX_SIZES];
     int nsizes = tc_sizes(T.o.min, T.o.max, sizeof(float), sizes, MAX_SIZES);
@@ -988,9 +997,9 @@ int main(int argc, char **argv)
      * its sweep 85% of it, the confirmation of lone wins the rest (the last
      * pass ends at 98% of the budget: 2% for writing, closing, the launcher) */
     const fr_mem_t order[2] = { FR_MEM_HOST, FR_MEM_CUDA };
-    int npass = T.o.check ? 1 : ((mems & FR_MEM_HOST) != 0) + ((mems & FR_MEM_CUDA) != 0);
+    int npass = ((mems & FR_MEM_HOST) != 0) + ((mems & FR_MEM_CUDA) != 0), stale = 0;
     for (int m = 0, pass = 0; m < 2 && rc == 0; m++) {
-        if (!(mems & order[m]) && !(T.o.check && m == 0)) continue;
+        if (!(mems & order[m])) continue;
         T.mem = order[m];
         if (tc_grid_init(&T.g, MAX_CANDS, nsizes)) {
             if (T.rank == 0) fprintf(stderr, PROG ": out of memory\n");
@@ -1005,7 +1014,8 @@ int main(int argc, char **argv)
             if (T.rank == 0) fprintf(stderr, PROG ": no algorithm left to measure (see --algos and --coll)\n");
             rc = 1;
         } else if (T.o.check) {
-            rc = check_table(&T);
+            rc = check_table(&T, (T.t0 + T.o.budget - now()) / (npass - pass));
+            if (rc == 3) stale = 1, rc = 0;   /* the next memory type is still checked */
         } else {
             double start = now(), share = (T.t0 + T.o.budget - start) / (npass - pass);
             T.deadline = start + 0.85 * share;
@@ -1020,6 +1030,7 @@ int main(int argc, char **argv)
     }
     if (T.o.check) {
         if (T.rank == 0 && T.o.csv) rc |= write_outputs(&T, NULL, NULL, T.o.csv);
+        if (!rc && stale) rc = 3;
         goto done;
     }
     if (rc) goto done;
