@@ -1,0 +1,54 @@
+#!/bin/bash
+# Pack a CUDA build's GPU checks for a GPU node that has the NVIDIA driver,
+# CUDA and NCCL but neither MPI, UCX nor hwloc (nor a compiler that could
+# build them): the real binaries out of libtool's .libs folders, every
+# shared library they need that is not the C library's or NVIDIA's (MPICH
+# or Open MPI's libmpi, UCX with its transport modules, hwloc with its PCI
+# plugin, libnuma, libudev, libcudart), MPICH's Hydra launcher, and
+# gpu_check.sh with run_gpu.sh and fake_nodes.sh. On the node:
+#   tar xf gpu-bundle.tar.xz && gpu-bundle/gpu_check.sh --bundle gpu-bundle [OUTDIR]
+# libnccl is not packed (about 200 MB): the node's own is used (/usr/local/cuda,
+# a Python wheel's nvidia/nccl/lib, or LD_LIBRARY_PATH); gpu_check.sh finds it.
+#
+# Usage: tests/gpu/pack.sh BUILD_DIR OUTDIR   (BUILD_DIR configured with CUDA;
+#        build-mpich packs MPICH's Hydra, the launcher that needs no plugins)
+set -euo pipefail
+B=$(cd "${1:?usage: pack.sh BUILD_DIR OUTDIR}" && pwd)
+dest=${2:?usage: pack.sh BUILD_DIR OUTDIR}
+top=$(cd "$(dirname "$0")/../.." && pwd)
+grep -qE '^#define FR_HAVE_CUDA 1' "$B/config.h" || { echo "pack.sh: $B has no CUDA built in" >&2; exit 1; }
+make -C "$B/tests" gpu/test_device gpu/nccl_plugin_load >/dev/null
+rm -rf "$dest"
+mkdir -p "$dest"/{bin,lib/ucx,lib/hwloc,tests/gpu,benchmarks}
+
+real() { [ -x "$(dirname "$1")/.libs/$(basename "$1")" ] && echo "$(dirname "$1")/.libs/$(basename "$1")" || echo "$1"; }
+progs=()
+for p in tests/gpu/test_device tests/gpu/nccl_plugin_load benchmarks/fr_osu_allreduce benchmarks/fr_osu_bcast \
+         benchmarks/fastreduce-tune; do
+    cp "$(real "$B/$p")" "$dest/$p"; progs+=("$dest/$p")
+done
+for p in fastreduce-info fastreduce-topo; do cp "$(real "$B/lib/$p")" "$dest/bin/$p"; progs+=("$dest/bin/$p"); done
+for l in libfastreduce libfastreduce-mpi libnccl-tuner-fastreduce; do
+    cp -P "$B"/lib/.libs/$l.so* "$dest/lib/"
+done
+# the launcher: Hydra (MPICH) needs its proxy beside it and nothing else
+if grep -q 'mpicc.mpich' "$B/.configure-args" 2>/dev/null; then
+    cp /usr/bin/mpiexec.hydra /usr/bin/hydra_pmi_proxy "$dest/bin/"
+    progs+=("$dest/bin/mpiexec.hydra" "$dest/bin/hydra_pmi_proxy")
+fi
+# UCX's transports and hwloc's PCI discovery are dlopen'ed plugins: the ones
+# that need no RDMA stack: cma, and pci (hwloc reads XML without libxml2)
+libdir=$(dirname "$(ldconfig -p | sed -nE 's/.*libucp\.so\.0 .*=> (.*)/\1/p' | head -n 1)")
+cp "$libdir"/ucx/libuct_cma.so.0* "$dest/lib/ucx/" && progs+=("$dest"/lib/ucx/libuct_cma.so.0.*)
+[ -f "$libdir/hwloc/hwloc_pci.so" ] && cp "$libdir/hwloc/hwloc_pci.so" "$dest/lib/hwloc/" && progs+=("$dest/lib/hwloc/hwloc_pci.so")
+# every library those need, but the C library's, the compiler's, NVIDIA's driver and NCCL
+skip='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s|libcuda|libnccl)\.so'
+LD_LIBRARY_PATH=$dest/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "${progs[@]}" "$dest"/lib/*.so* 2>/dev/null |
+    sed -nE 's/^\s*(\S+) => (\/\S+) .*/\1 \2/p' | sort -u | while read -r name path; do
+        [[ $name =~ $skip ]] && continue
+        [ -e "$dest/lib/$name" ] || cp -L "$path" "$dest/lib/$name"
+    done
+cp "$top"/tests/gpu/{gpu_check.sh,run_gpu.sh,fake_nodes.sh} "$dest/"
+chmod +x "$dest"/*.sh
+echo "pack.sh: $(du -sh "$dest" | cut -f1) in $dest:"
+(cd "$dest" && find . -type f | sort | sed 's/^/  /')
