@@ -72,7 +72,7 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm, int algo)
     if (comm->size == 1) {
         const void *src = call->coll == FR_COLL_ALLREDUCE ? call->sendbuf : call->recvbuf;
         FR_CHECK(fr_device_copy_async(call->recvbuf, src, call->bytes, call->stream));
-        return call->async ? FR_SUCCESS : fr_device_sync(call->stream);
+        return call->async ? FR_SUCCESS : fr_device_wait_nccl(comm, call->stream);
     }
     fr_nccl_hint_set(algo, call->proto);
     ncclResult_t r = call->coll == FR_COLL_ALLREDUCE ?

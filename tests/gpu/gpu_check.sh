@@ -28,6 +28,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 out=${1:-${OUT:-$PWD/gpu-check}}
 mkdir -p "$out/logs"
+out=$(cd "$out" && pwd)
 exec > >(tee "$out/gpu_check.log") 2>&1
 export FASTREDUCE_TEST_QUICK=${FASTREDUCE_TEST_QUICK:-1} FR_TEST_TIMEOUT=${FR_TEST_TIMEOUT:-60}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1

@@ -10,14 +10,18 @@
 # libnccl is not packed (about 200 MB): the node's own is used (/usr/local/cuda,
 # a Python wheel's nvidia/nccl/lib, or LD_LIBRARY_PATH); gpu_check.sh finds it.
 #
-# Usage: tests/gpu/pack.sh BUILD_DIR OUTDIR   (BUILD_DIR configured with CUDA;
-#        build-mpich packs MPICH's Hydra, the launcher that needs no plugins)
+# Usage: tests/gpu/pack.sh BUILD_DIR OUTDIR   (BUILD_DIR: an MPICH build with
+#        CUDA and NCCL, scripts/build.sh mpich: Hydra, MPICH's launcher, needs
+#        no plugins, where Open MPI's needs its whole installation)
 set -euo pipefail
 B=$(cd "${1:?usage: pack.sh BUILD_DIR OUTDIR}" && pwd)
 dest=${2:?usage: pack.sh BUILD_DIR OUTDIR}
 top=$(cd "$(dirname "$0")/../.." && pwd)
-grep -qE '^#define FR_HAVE_CUDA 1' "$B/config.h" || { echo "pack.sh: $B has no CUDA built in" >&2; exit 1; }
-make -C "$B/tests" gpu/test_device gpu/nccl_plugin_load >/dev/null
+die() { echo "pack.sh: $*" >&2; exit 1; }
+grep -qE '^#define FR_HAVE_CUDA 1' "$B/config.h" 2>/dev/null || die "$B has no CUDA built in"
+grep -qE '^#define FR_HAVE_NCCL 1' "$B/config.h" || die "$B has no NCCL built in"
+grep -q 'mpicc.mpich' "$B/.configure-args" 2>/dev/null || die "$B is not an MPICH build (scripts/build.sh mpich)"
+make -C "$B" >/dev/null && make -C "$B/tests" gpu/test_device gpu/nccl_plugin_load >/dev/null
 rm -rf "$dest"
 mkdir -p "$dest"/{bin,lib/ucx,lib/hwloc,tests/gpu,benchmarks}
 
@@ -31,19 +35,20 @@ for p in fastreduce-info fastreduce-topo; do cp "$(real "$B/lib/$p")" "$dest/bin
 for l in libfastreduce libfastreduce-mpi libnccl-tuner-fastreduce; do
     cp -P "$B"/lib/.libs/$l.so* "$dest/lib/"
 done
-# the launcher: Hydra (MPICH) needs its proxy beside it and nothing else
-if grep -q 'mpicc.mpich' "$B/.configure-args" 2>/dev/null; then
-    cp /usr/bin/mpiexec.hydra /usr/bin/hydra_pmi_proxy "$dest/bin/"
-    progs+=("$dest/bin/mpiexec.hydra" "$dest/bin/hydra_pmi_proxy")
-fi
+# the launcher: Hydra needs its proxy beside it and nothing else
+cp "$(command -v mpiexec.hydra)" "$(command -v hydra_pmi_proxy)" "$dest/bin/" || die "MPICH's Hydra not found"
+progs+=("$dest/bin/mpiexec.hydra" "$dest/bin/hydra_pmi_proxy")
 # UCX's transports and hwloc's PCI discovery are dlopen'ed plugins: the ones
 # that need no RDMA stack: cma, and pci (hwloc reads XML without libxml2)
-libdir=$(dirname "$(ldconfig -p | sed -nE 's/.*libucp\.so\.0 .*=> (.*)/\1/p' | head -n 1)")
-cp "$libdir"/ucx/libuct_cma.so.0* "$dest/lib/ucx/" && progs+=("$dest"/lib/ucx/libuct_cma.so.0.*)
+ucp=$(ldconfig -p | sed -nE 's/.*libucp\.so\.0 .*=> (.*)/\1/p' | head -n 1)
+[ -n "$ucp" ] || die "libucp.so.0 is not in ldconfig's cache"
+libdir=$(dirname "$ucp")
+cp "$libdir"/ucx/libuct_cma.so.0* "$dest/lib/ucx/" 2>/dev/null && progs+=("$dest"/lib/ucx/libuct_cma.so.0.*) ||
+    echo "pack.sh: warning: no UCX cma module in $libdir/ucx (shared memory and TCP only)" >&2
 [ -f "$libdir/hwloc/hwloc_pci.so" ] && cp "$libdir/hwloc/hwloc_pci.so" "$dest/lib/hwloc/" && progs+=("$dest/lib/hwloc/hwloc_pci.so")
 # every library those need, but the C library's, the compiler's, NVIDIA's driver and NCCL
 skip='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s|libcuda|libnccl)\.so'
-LD_LIBRARY_PATH=$dest/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "${progs[@]}" "$dest"/lib/*.so* 2>/dev/null |
+{ LD_LIBRARY_PATH=$dest/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "${progs[@]}" "$dest"/lib/*.so* 2>/dev/null || true; } |
     sed -nE 's/^\s*(\S+) => (\/\S+) .*/\1 \2/p' | sort -u | while read -r name path; do
         [[ $name =~ $skip ]] && continue
         [ -e "$dest/lib/$name" ] || cp -L "$path" "$dest/lib/$name"
