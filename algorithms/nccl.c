@@ -65,15 +65,15 @@ static fr_status_t check(const fr_call_t *call, const struct fr_comm *comm, int 
 
 static fr_status_t run(fr_call_t *call, struct fr_comm *comm, int algo)
 {
-    ncclDataType_t t = ncclInt8;
-    ncclRedOp_t o = ncclSum;
-    nccl_type(call->dtype, &t);
-    if (call->coll == FR_COLL_ALLREDUCE) nccl_op(call->op, call->dtype, &o);
     if (comm->size == 1) {
         const void *src = call->coll == FR_COLL_ALLREDUCE ? call->sendbuf : call->recvbuf;
         FR_CHECK(fr_device_copy_async(call->recvbuf, src, call->bytes, call->stream));
         return call->async ? FR_SUCCESS : fr_device_wait_nccl(comm, call->stream);
     }
+    ncclDataType_t t = ncclInt8;
+    ncclRedOp_t o = ncclSum;
+    nccl_type(call->dtype, &t);
+    if (call->coll == FR_COLL_ALLREDUCE) nccl_op(call->op, call->dtype, &o);
     fr_nccl_hint_set(algo, call->proto);
     ncclResult_t r = call->coll == FR_COLL_ALLREDUCE ?
         ncclAllReduce(call->sendbuf, call->recvbuf, call->count, t, o, (ncclComm_t)comm->nccl,

@@ -972,7 +972,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    unsigned mems = T.o.mems ? T.o.mems : FR_MEM_HOST | (gpus && !T.o.check ? FR_MEM_CUDA : 0);
+    unsigned mems = T.o.mems ? T.o.mems : FR_MEM_HOST | (gpus ? FR_MEM_CUDA : 0);
     T.own = T.comm->table;
     uint64_t sizes[MAX_SIZES];
     int nsizes = tc_sizes(T.o.min, T.o.max, sizeof(float), sizes, MAX_SIZES);

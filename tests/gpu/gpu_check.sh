@@ -39,7 +39,7 @@ nvidia-smi -L 2>&1 | head -8
 missing=""
 if [ -n "$bundle" ]; then
     # the bundle's programs and libraries; NCCL is the node's own
-    B=$bundle LIBDIR=$bundle/lib MPIRUN=$bundle/bin/mpiexec.hydra FLAVOR=mpich
+    B=$bundle MPIRUN=$bundle/bin/mpiexec.hydra FLAVOR=mpich
     nccl=${FR_NCCL_LIBDIR:-}
     if [ -z "$nccl" ]; then
         f=$(ldconfig -p | sed -nE 's/.*libnccl\.so\.2 .*=> (.*)/\1/p' | head -n 1)
@@ -65,11 +65,11 @@ else
     cd "$top"
     echo "=== build (Open MPI, CUDA and NCCL from /usr/local/cuda)"
     timeout 400 scripts/build.sh openmpi >"$out/logs/build.log" 2>&1 || { tail -20 "$out/logs/build.log"; finish "build failed" 1; }
-    B=$top/build-openmpi LIBDIR=$top/build-openmpi/lib/.libs MPIRUN=mpirun FLAVOR=openmpi
+    B=$top/build-openmpi MPIRUN=mpirun FLAVOR=openmpi
     grep -E '^#define FR_HAVE_(CUDA|NCCL) ' "$B/config.h"
     timeout 200 make -C "$B/tests" gpu/test_device gpu/nccl_plugin_load >"$out/logs/build_tests.log" 2>&1 ||
         { tail -20 "$out/logs/build_tests.log"; finish "the GPU test programs did not build" 1; }
-    export LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export LD_LIBRARY_PATH=$B/lib/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 # a bundle holds the real programs; a build tree, libtool's wrappers
 prog() { if [ -x "$B/$1" ]; then echo "$B/$1"; else echo "$B/${2:-$1}"; fi; }
@@ -98,11 +98,15 @@ parts=",${GPU_CHECK_PARTS:-plugin,tests,osu,tune,host,one,fake},"
 part() { [[ $parts == *",$1,"* ]]; }
 ngpu=$(nvidia-smi -L | grep -c '^GPU')
 max=${GPU_CHECK_MAX:-64M}
-# The shapes of the device runs: one rank per GPU; and where there is a
-# single GPU, also two ranks on it faked as two nodes (fake_nodes.sh), the
-# one way one GPU holds an NCCL communicator of several ranks (its ring and
-# tree, over sockets on loopback, slow but real, and the tuner asked per call)
-shapes=(); part one && shapes+=("$ngpu" ""); [ "$ngpu" = 1 ] && part fake && shapes+=(2 "$here/fake_nodes.sh")
+fmax=${GPU_CHECK_FAKE_MAX:-64K}
+# The shapes of the device runs, four words each (ranks, largest size, log
+# tag, launch wrapper): one rank per GPU; and where there is a single GPU,
+# also two ranks on it faked as two nodes (fake_nodes.sh), the one way one
+# GPU holds an NCCL communicator of several ranks (its ring and tree, over
+# sockets on loopback, slow but real, and the tuner asked per call)
+shapes=(); part one && shapes+=("$ngpu" "$max" "" "")
+[ "$ngpu" = 1 ] && part fake && shapes+=(2 "$fmax" -fake "$here/fake_nodes.sh")
+what() { [ -n "$1" ] && echo "2 ranks on the GPU as 2 nodes (NCCL over sockets)" || echo "$ngpu rank(s)"; }
 
 if part plugin; then
 echo "=== NCCL alone: NCCL_TUNER_PLUGIN=fastreduce in a program that only calls NCCL"
@@ -117,9 +121,9 @@ grep -iE 'tuner|fastreduce|nccl_plugin_load' "$out/logs/plugin_load.log" | head 
 fi
 
 if part tests; then
-for ((i = 0; i < ${#shapes[@]}; i += 2)); do
-    fake=0; [ -n "${shapes[i + 1]}" ] && fake=1
-    echo "=== device-buffer tests (tests/gpu/run_gpu.sh$([ $fake = 1 ] && echo ', 2 ranks on the GPU as 2 nodes'))"
+for ((i = 0; i < ${#shapes[@]}; i += 4)); do
+    fake=0; [ -n "${shapes[i + 3]}" ] && fake=1
+    echo "=== device-buffer tests (tests/gpu/run_gpu.sh), $(what "${shapes[i + 3]}")"
     (cd "$B/tests" && top_builddir=.. MPIEXEC="$MPIRUN" FR_MPI_FLAVOR=$FLAVOR FR_TEST_LOGDIR="$out/logs/gpu" \
         FR_GPU_FAKE_NODES=$fake timeout "${GPU_CHECK_TESTS_S:-300}" bash "$here/run_gpu.sh") 2>&1 |
         grep -E '^(PASS|FAIL|SKIP)|passed, |^    '
@@ -164,12 +168,11 @@ tune_cuda() {  # TAG NP BUDGET MAX [WRAPPER]
     tail -n 2 "$out/logs/tune_check$tag.log"
 }
 
-fmax=${GPU_CHECK_FAKE_MAX:-64K}
 if part osu; then
-    part one && echo "=== fr_osu_allreduce -d cuda on $ngpu rank(s), 4 B to $max: the table's choice, NCCL's own, ring and tree forced" &&
-        osu_cuda "" "$ngpu" "$max"
-    [ "$ngpu" = 1 ] && part fake && echo "=== the same, 2 ranks on the GPU as 2 nodes (NCCL over sockets), 4 B to $fmax" &&
-        osu_cuda -fake 2 "$fmax" "$here/fake_nodes.sh"
+    for ((i = 0; i < ${#shapes[@]}; i += 4)); do
+        echo "=== fr_osu_allreduce -d cuda, $(what "${shapes[i + 3]}"), 4 B to ${shapes[i + 1]}: the table's choice, NCCL's own, ring and tree forced"
+        osu_cuda "${shapes[i + 2]}" "${shapes[i]}" "${shapes[i + 1]}" ${shapes[i + 3]:+"${shapes[i + 3]}"}
+    done
     if part one; then
         echo "=== fr_osu_bcast -d cuda on $ngpu rank(s), 4 B to $max: the table's choice beside NCCL's broadcast"
         launch 120 "$ngpu" "$(prog benchmarks/fr_osu_bcast)" -d cuda -m "4:$max" --compare table,nccl \
@@ -181,10 +184,10 @@ fi
 
 if part tune; then
     tb=${GPU_CHECK_TUNE_S:-60}
-    part one && echo "=== fastreduce-tune -d cuda on $ngpu rank(s), budget $tb s: the cuda rows it writes, then --check of them" &&
-        tune_cuda "" "$ngpu" "$tb" "$max"
-    [ "$ngpu" = 1 ] && part fake && echo "=== the same, 2 ranks on the GPU as 2 nodes, 4 B to $fmax" &&
-        tune_cuda -fake 2 "$tb" "$fmax" "$here/fake_nodes.sh"
+    for ((i = 0; i < ${#shapes[@]}; i += 4)); do
+        echo "=== fastreduce-tune -d cuda, $(what "${shapes[i + 3]}"), to ${shapes[i + 1]}, budget $tb s: the cuda rows it writes, then --check of them"
+        tune_cuda "${shapes[i + 2]}" "${shapes[i]}" "$tb" "${shapes[i + 1]}" ${shapes[i + 3]:+"${shapes[i + 3]}"}
+    done
 fi
 
 if part host; then

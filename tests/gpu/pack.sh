@@ -2,9 +2,9 @@
 # Pack a CUDA build's GPU checks for a GPU node that has the NVIDIA driver,
 # CUDA and NCCL but neither MPI, UCX nor hwloc (nor a compiler that could
 # build them): the real binaries out of libtool's .libs folders, every
-# shared library they need that is not the C library's or NVIDIA's (MPICH
-# or Open MPI's libmpi, UCX with its transport modules, hwloc with its PCI
-# plugin, libnuma, libudev, libcudart), MPICH's Hydra launcher, and
+# shared library they need that is not the C library's or NVIDIA's (MPICH's
+# libmpich, UCX with its transport modules, hwloc with its PCI plugin,
+# libnuma, libudev, libcudart), MPICH's Hydra launcher, and
 # gpu_check.sh with run_gpu.sh and fake_nodes.sh. On the node:
 #   tar xf gpu-bundle.tar.xz && gpu-bundle/gpu_check.sh --bundle gpu-bundle [OUTDIR]
 # libnccl is not packed (about 200 MB): the node's own is used (/usr/local/cuda,
