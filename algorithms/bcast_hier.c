@@ -33,7 +33,7 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
     const int me_leader = leader(comm, comm->node, call->root) == comm->rank;
     const int src_local = comm->rank_local[leader(comm, comm->node, call->root)];
     size_t chunk = call->chunk ? call->chunk : HIER_BCAST_CHUNK;
-    if (comm->shm && chunk > comm->shm->bc_slot) chunk = comm->shm->bc_slot;
+    if (comm->shm && chunk > fr_shm_bcast_max(comm->shm)) chunk = fr_shm_bcast_max(comm->shm);
     fr_copy_fn copy_out = fr_copy_for(call->bytes);
     char *data = call->recvbuf;
     unsigned step = 0;

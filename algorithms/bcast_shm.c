@@ -16,7 +16,7 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
     fr_shm_t *s = comm->shm;
     if (comm->size == 1) return FR_SUCCESS;
     size_t chunk = call->chunk ? call->chunk : DEFAULT_CHUNK;
-    if (chunk > s->bc_slot) chunk = s->bc_slot;
+    if (chunk > fr_shm_bcast_max(s)) chunk = fr_shm_bcast_max(s);
     fr_copy_fn copy_out = fr_copy_for(call->bytes);
     int root = comm->rank_local[call->root];
     for (size_t off = 0; off < call->bytes; off += chunk) {

@@ -23,6 +23,52 @@ static fr_status_t copy_bg(struct fr_comm *comm, fr_copy_fn copy, char *dst, con
     return FR_SUCCESS;
 }
 
+/* fr_shm_put in pieces between which a background transfer moves on. */
+static fr_status_t put_bg(struct fr_comm *comm, char *dst, const char *src, size_t bytes)
+{
+    for (size_t o = 0; o < bytes; o += BG_PIECE) {
+        fr_shm_put(comm->shm, dst + o, src + o, bytes - o < BG_PIECE ? bytes - o : BG_PIECE);
+        if (comm->bg) FR_CHECK(comm->bg(comm, comm->bg_arg));
+    }
+    return FR_SUCCESS;
+}
+
+/* How far round R's @p bytes start from the start of their slot, which has
+ * room for @p spare bytes more, @p nbuf buffers taking turns. Placing the
+ * data of a buffer's successive rounds one after the other across up to
+ * ROTATE_SPAN bytes, rather than always at the slot's start, means a rank
+ * overwrites lines the readers last touched megabytes of traffic ago: out
+ * of their private caches, so a store need not first take its line back
+ * from another core. Every rank computes the same place from R and the
+ * size. */
+#define ROTATE_SPAN ((size_t)512 * 1024)
+/* Larger pieces are not moved: a message of several of them already spreads
+ * over the buffers, and a wider footprint costs more in the shared cache. */
+#define ROTATE_BELOW ((size_t)256 * 1024)
+static size_t rotate(uint64_t R, unsigned nbuf, size_t bytes, size_t spare)
+{
+    size_t step = (bytes + 4095) / 4096 * 4096;
+    if (!step || bytes >= ROTATE_BELOW) return 0;
+    if (spare > ROTATE_SPAN) spare = ROTATE_SPAN;
+    return (size_t)(R / nbuf % (spare / step + 1)) * step;
+}
+
+/* dst[0..n) = own op (every other local rank's copy at element @p at of
+ * its slot in @p bufs), in rank order. */
+static void reduce_slice(fr_shm_t *s, const fr_call_t *call, char *dst, const char *own, const char *bufs,
+                         size_t at, size_t n)
+{
+    const size_t es = fr_dtype_size(call->dtype);
+    int first = 1;
+    for (int j = 0; j < s->lsize; j++) {
+        if (j == s->lrank) continue;
+        const char *src = bufs + (size_t)j * s->red_slot + at * es;
+        if (first) fr_reduce3(dst, own, src, n, call->dtype, call->op);
+        else fr_reduce(dst, src, n, call->dtype, call->op);
+        first = 0;
+    }
+}
+
 fr_status_t fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const char *send, size_t n,
                             char **slice, uint64_t *round, size_t *so, size_t *sl)
 {
@@ -30,31 +76,32 @@ fr_status_t fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const c
     const int l = s->lsize, me = s->lrank;
     const size_t es = fr_dtype_size(call->dtype);
     uint64_t R = ++s->round[FR_SHM_F_ARRIVE];
-    char *bufs = fr_shm_red(s, R);
+    char *bufs = fr_shm_red(s, R) + rotate(R, FR_SHM_RED_NBUF, n * es, s->red_slot - n * es);
     char *mine = bufs + (size_t)me * s->red_slot;
     fr_block(n, l, me, so, sl);
     /* Buffer R % FR_SHM_RED_NBUF is free once every rank has started R-1 (shm.h). */
     if (R > 1) FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_ARRIVE, R - 1));
     /* my own slice is read from the send buffer: only the others go in */
-    FR_CHECK(copy_bg(comm, fr_copy, mine, send, *so * es));
-    FR_CHECK(copy_bg(comm, fr_copy, mine + (*so + *sl) * es, send + (*so + *sl) * es, (n - *so - *sl) * es));
+    FR_CHECK(put_bg(comm, mine, send, *so * es));
+    FR_CHECK(put_bg(comm, mine + (*so + *sl) * es, send + (*so + *sl) * es, (n - *so - *sl) * es));
     fr_shm_post(s, FR_SHM_F_ARRIVE, R);
     FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_ARRIVE, R));
 
     char *res = mine + *so * es;
     const char *own = send + *so * es;
-    /* piece by piece (one piece unless a background transfer runs), every
-     * other rank's copy in rank order */
-    size_t pe = comm->bg ? (BG_PIECE / es ? BG_PIECE / es : 1) : *sl;
+    /* piece by piece: one piece, or pieces of a background transfer's
+     * period, or, while puts stream, pieces that fit s->tmp and go out
+     * from there with streaming stores */
+    const int stream = fr_shm_streaming(s);
+    size_t piece = stream ? FR_SHM_TMP : comm->bg ? BG_PIECE : *sl * es;
+    size_t pe = piece / es ? piece / es : 1;
     for (size_t po = 0; po < *sl; po += pe) {
         size_t pn = *sl - po < pe ? *sl - po : pe;
-        int first = 1;
-        for (int j = 0; j < l; j++) {
-            if (j == me) continue;
-            const char *src = bufs + (size_t)j * s->red_slot + (*so + po) * es;
-            if (first) fr_reduce3(res + po * es, own + po * es, src, pn, call->dtype, call->op);
-            else fr_reduce(res + po * es, src, pn, call->dtype, call->op);
-            first = 0;
+        if (stream) {
+            reduce_slice(s, call, s->tmp, own + po * es, bufs, *so + po, pn);
+            fr_copy_stream(res + po * es, s->tmp, pn * es);
+        } else {
+            reduce_slice(s, call, res + po * es, own + po * es, bufs, *so + po, pn);
         }
         if (comm->bg) FR_CHECK(comm->bg(comm, comm->bg_arg));
     }
@@ -69,7 +116,7 @@ fr_status_t fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *r
     fr_shm_t *s = comm->shm;
     const int l = s->lsize, me = s->lrank;
     const size_t es = fr_dtype_size(call->dtype);
-    char *bufs = fr_shm_red(s, R);
+    char *bufs = fr_shm_red(s, R) + rotate(R, FR_SHM_RED_NBUF, n * es, s->red_slot - n * es);
     fr_shm_post(s, FR_SHM_F_REDUCED, R);
     for (int k = 0; k < l; k++) {
         int j = (me + k) % l;   /* my own slice first: it is ready */
@@ -85,14 +132,21 @@ fr_status_t fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_
 {
     fr_shm_t *s = comm->shm;
     uint64_t R = ++s->round[FR_SHM_F_BREADY];
-    char *buf = s->bc + (size_t)((R - 1) % FR_SHM_BCAST_NBUF) * s->bc_slot;
+    char *slot = s->bc + (size_t)((R - 1) % FR_SHM_BCAST_NBUF) * s->bc_slot;
+    char *at = fr_shm_slot_data(slot, n);
+    if (n > FR_SHM_INLINE) at += rotate(R - 1, FR_SHM_BCAST_NBUF, n, fr_shm_bcast_max(s) - n);
     if (s->lrank == root) {
-        if (R > FR_SHM_BCAST_NBUF) FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_BACK, R - FR_SHM_BCAST_NBUF));
-        fr_copy(buf, data, n);
-        fr_shm_post(s, FR_SHM_F_BREADY, R);
+        /* slot free once every rank is done with round R - NBUF; what the
+         * flags said last time often covers it, and then no line moves */
+        if (R > FR_SHM_BCAST_NBUF && s->back_seen < R - FR_SHM_BCAST_NBUF) {
+            FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_BACK, R - FR_SHM_BCAST_NBUF));
+            s->back_seen = fr_shm_flag_min(s, FR_SHM_F_BACK);
+        }
+        fr_shm_put(s, at, data, n);
+        fr_shm_slot_post(slot, R);
     } else {
-        FR_CHECK(fr_shm_wait_one(comm, root, FR_SHM_F_BREADY, R));
-        copy_out(data, buf, n);
+        FR_CHECK(fr_shm_wait_slot(comm, root, slot, "bcast-ready", R));
+        copy_out(data, at, n);
     }
     fr_shm_post(s, FR_SHM_F_BACK, R);
     return FR_SUCCESS;

@@ -14,6 +14,7 @@
 #include "settings.h"
 #include "log.h"
 #include "wait.h"
+#include "copy.h"
 
 static inline void cpu_relax(void)
 {
@@ -30,51 +31,129 @@ void fr_backoff(uint64_t *polls, uint64_t spin)
     else cpu_relax();
 }
 
+#define FR_SHM_SLOW  12.0
+#define FR_SHM_PROBE 64u
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void fr_shm_put(fr_shm_t *s, void *dst, const void *src, size_t n)
+{
+    if (n < FR_SHM_PUT_MIN || s->stream_mode == 0) {
+        fr_copy(dst, src, n);
+        return;
+    }
+    if (s->stream_mode == 1 || (s->streaming && --s->probe > 0)) {
+        fr_copy_stream(dst, src, n);
+        return;
+    }
+    uint64_t t0 = now_ns();
+    fr_copy(dst, src, n);
+    double dt = (double)(now_ns() - t0);
+    /* (the 200 ns absorb a first miss or two on the smallest puts) */
+    int slow = dt > FR_SHM_SLOW * s->copy_ns_per_byte * (double)n + 200.0;
+    /* two slow puts in a row before streaming: one may have been preempted */
+    s->slow_puts = slow ? s->slow_puts + 1 : 0;
+    int streaming = s->streaming ? slow : s->slow_puts >= 2;
+    if (streaming != s->streaming)
+        FR_TRACE(FR_SUB_SHM, "shm: a plain put of %zu bytes took %.0f ns (%.3f ns/byte, a private copy %.3f): "
+                 "%s stores from now", n, dt, dt / (double)n, s->copy_ns_per_byte, streaming ? "streaming" : "plain");
+    s->streaming = streaming;
+    s->probe = FR_SHM_PROBE;
+}
+
+/* The best of a few plain copies of 64 KiB between private buffers. */
+static double copy_rate(char *a)
+{
+    const size_t n = 65536;
+    double best = 0;
+    for (int i = 0; i < 5; i++) {
+        uint64_t t0 = now_ns();
+        fr_copy(a + n, a, n);
+        double ns = (double)(now_ns() - t0);
+        if (i > 0 && (best == 0 || ns < best)) best = ns;
+    }
+    return best > 0 ? best / (double)n : 0.05;
+}
+
 static const char *const flag_name[FR_SHM_NFLAGS] = {
     [FR_SHM_F_SMALL] = "small", [FR_SHM_F_ARRIVE] = "arrive", [FR_SHM_F_REDUCED] = "reduced",
     [FR_SHM_F_BREADY] = "bcast-ready", [FR_SHM_F_BACK] = "bcast-done",
 };
 
+/* The flags a wait reads: local rank r's is the word at base + r * stride. */
+typedef struct {
+    char *base;
+    size_t stride;
+    const char *name;
+} flags_t;
+
+static volatile uint64_t *flag_at(const flags_t *f, int lrank)
+{
+    return (volatile uint64_t *)(f->base + (size_t)lrank * f->stride);
+}
+
 /* A flag wait timed out: the message names the ranks among local ranks
  * [lo, hi) whose flag is still below @p value. */
-static fr_status_t shm_timeout(struct fr_comm *comm, int lo, int hi, int which, uint64_t value)
+static fr_status_t shm_timeout(struct fr_comm *comm, int lo, int hi, const flags_t *f, uint64_t value)
 {
-    fr_shm_t *s = comm->shm;
     int late[64], n = 0;
     char peers[256], step[96];
     for (int r = 0; r < comm->size && n < 64; r++)
         if (comm->rank_node[r] == comm->node && comm->rank_local[r] >= lo && comm->rank_local[r] < hi &&
-            __atomic_load_n(fr_shm_flag(s, comm->rank_local[r], which), __ATOMIC_ACQUIRE) < value)
+            __atomic_load_n(flag_at(f, comm->rank_local[r]), __ATOMIC_ACQUIRE) < value)
             late[n++] = r;
     if (n) fr_rank_list(late, n, peers, sizeof peers);
-    snprintf(step, sizeof step, "shared-memory flag '%s', round %lu", flag_name[which], (unsigned long)value);
+    snprintf(step, sizeof step, "shared-memory flag '%s', round %lu", f->name, (unsigned long)value);
     return fr_wait_timeout(comm, step, n ? peers : "no rank (they answered as the clock ran out)");
 }
 
-/* Wait until flag @p which of local ranks [lo, hi) is at least @p value. */
-static fr_status_t wait_range(struct fr_comm *comm, int lo, int hi, int which, uint64_t value)
+/* Wait until the flag of local ranks [lo, hi) is at least @p value. */
+static fr_status_t wait_range(struct fr_comm *comm, int lo, int hi, const flags_t *f, uint64_t value)
 {
-    fr_shm_t *s = comm->shm;
     fr_wait_t w = FR_WAIT_INIT;
     for (int r = lo; r < hi; r++) {
-        volatile uint64_t *f = fr_shm_flag(s, r, which);
-        while (__atomic_load_n(f, __ATOMIC_ACQUIRE) < value) {
+        volatile uint64_t *p = flag_at(f, r);
+        while (__atomic_load_n(p, __ATOMIC_ACQUIRE) < value) {
             if (comm->bg) FR_CHECK(comm->bg(comm, comm->bg_arg));
-            if (fr_wait_poll(comm, &w)) return shm_timeout(comm, r, hi, which, value);
+            if (fr_wait_poll(comm, &w)) return shm_timeout(comm, r, hi, f, value);
         }
         w.start_ns = 0;  /* (a raised flag is progress: the timeout counts from it) */
     }
     return FR_SUCCESS;
 }
 
+static flags_t area_flags(fr_shm_t *s, int which)
+{
+    return (flags_t){(char *)fr_shm_flag(s, 0, which), FR_SHM_NFLAGS * sizeof(fr_shm_flag_t), flag_name[which]};
+}
+
 fr_status_t fr_shm_wait_one(struct fr_comm *comm, int lrank, int which, uint64_t value)
 {
-    return wait_range(comm, lrank, lrank + 1, which, value);
+    flags_t f = area_flags(comm->shm, which);
+    return wait_range(comm, lrank, lrank + 1, &f, value);
 }
 
 fr_status_t fr_shm_wait_all(struct fr_comm *comm, int which, uint64_t value)
 {
-    return wait_range(comm, 0, comm->shm->lsize, which, value);
+    flags_t f = area_flags(comm->shm, which);
+    return wait_range(comm, 0, comm->shm->lsize, &f, value);
+}
+
+fr_status_t fr_shm_wait_slots(struct fr_comm *comm, char *base, size_t stride, const char *name, uint64_t value)
+{
+    flags_t f = {base, stride, name};
+    return wait_range(comm, 0, comm->shm->lsize, &f, value);
+}
+
+fr_status_t fr_shm_wait_slot(struct fr_comm *comm, int lrank, char *slot, const char *name, uint64_t value)
+{
+    flags_t f = {slot, 0, name};
+    return wait_range(comm, lrank, lrank + 1, &f, value);
 }
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -87,7 +166,7 @@ static size_t layout(fr_shm_t *s, size_t per_rank)
     s->red_slot = align_up(per_rank / FR_SHM_RED_NBUF, 4096);
     s->bc_slot = align_up(per_rank * l / FR_SHM_BCAST_NBUF, 4096);
     off = flags;
-    size_t small_off = off; off += align_up(2 * l * FR_SHM_SMALL, 4096);
+    size_t small_off = off; off += align_up(2 * l * (FR_SHM_HDR + FR_SHM_SMALL), 4096);
     size_t red_off = off;   off += FR_SHM_RED_NBUF * l * s->red_slot;
     size_t bc_off = off;    off += FR_SHM_BCAST_NBUF * s->bc_slot;
     if (s->base) {
@@ -142,7 +221,7 @@ static int map_segment(struct fr_comm *comm, fr_shm_t *s, int use_memfd)
         if (fd < 0) err = errno;
     }
     if (fd >= 0) {
-        s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
         if (s->base == MAP_FAILED) { err = errno; s->base = NULL; }
     }
     /* Everyone has mapped it (or failed): the creator's descriptor, which the
@@ -190,9 +269,24 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
                         size, strerror(err));
     }
     layout(s, per_rank);
+    const char *mode = fr_env("FASTREDUCE_SHM_STREAM");
+    s->stream_mode = -1;
+    if (mode && (!strcmp(mode, "0") || !strcmp(mode, "1"))) s->stream_mode = mode[0] - '0';
+    else if (mode && strcmp(mode, "auto") && comm->rank == 0)
+        FR_WARN(FR_SUB_SHM, "FASTREDUCE_SHM_STREAM=%s is not auto, 0 or 1; using auto", mode);
+    /* scratch for the reductions' streaming output, and the copy rate */
+    s->tmp = aligned_alloc(4096, 2 * 65536);
+    if (!s->tmp) {
+        munmap(s->base, s->size);
+        free(s);
+        return FR_ERROR(FR_ERR_NO_MEMORY, "shm: out of memory");
+    }
+    memset(s->tmp, 1, 2 * 65536);
+    s->copy_ns_per_byte = copy_rate(s->tmp);
     comm->shm = s;
-    FR_INFO(FR_SUB_SHM, "shm segment of %zu bytes for %d local ranks (allreduce slot %zu, bcast chunk %zu)",
-            s->size, s->lsize, s->red_slot, s->bc_slot);
+    FR_INFO(FR_SUB_SHM, "shm segment of %zu bytes for %d local ranks (allreduce slot %zu, bcast slot %zu); "
+            "a private copy runs at %.1f GB/s; stores into it: %s", s->size, s->lsize, s->red_slot, s->bc_slot,
+            1.0 / s->copy_ns_per_byte, s->stream_mode < 0 ? "auto" : s->stream_mode ? "streaming" : "plain");
     return FR_SUCCESS;
 }
 
@@ -201,6 +295,7 @@ void fr_shm_destroy(struct fr_comm *comm)
     fr_shm_t *s = comm->shm;
     if (!s) return;
     if (s->base) munmap(s->base, s->size);
+    free(s->tmp);
     free(s);
     comm->shm = NULL;
 }

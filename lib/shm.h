@@ -16,10 +16,19 @@ typedef struct fr_shm_flag {
     char pad[FR_CACHELINE - sizeof(uint64_t)];
 } fr_shm_flag_t;
 
-/* Flags per rank, each a counter of rounds that only grows. */
+/* Flags per rank, each a counter of rounds that only grows. Those of the
+ * small allreduce and of the bcast ring live in the header of the slot they
+ * publish (below), so a reader's first miss brings a small message's data
+ * with it; their entries here only count rounds (s->round). */
 enum { FR_SHM_F_SMALL = 0, FR_SHM_F_ARRIVE, FR_SHM_F_REDUCED, FR_SHM_F_BREADY, FR_SHM_F_BACK,
        FR_SHM_NFLAGS };
-#define FR_SHM_SMALL   16384          /* bytes per rank in each of the two small slots */
+#define FR_SHM_SMALL   16384          /* data bytes per rank in each of the two small slots */
+/* A slot that carries its own flag starts with a header line: its first
+ * word is the last round published in the slot. Data of up to
+ * FR_SHM_INLINE bytes follows the word in the same line; longer data starts
+ * at the next line, so it stays aligned for the vector loops. */
+#define FR_SHM_HDR     FR_CACHELINE
+#define FR_SHM_INLINE  (FR_CACHELINE - sizeof(uint64_t))
 #define FR_SHM_BCAST_NBUF 8           /* chunks in flight in the bcast ring */
 /* Buffers of the chunked allreduce. A rank reuses buffer R % 3 at round R
  * once every rank of the node has arrived at round R-1: by then each has
@@ -32,13 +41,42 @@ typedef struct fr_shm {
     size_t         size;
     int            lrank, lsize;
     fr_shm_flag_t *flags;     /* [lsize * FR_SHM_NFLAGS] */
-    char          *small;     /* [2][lsize][FR_SHM_SMALL]: one-shot small allreduce */
+    char          *small;     /* [2][lsize][FR_SHM_HDR + FR_SHM_SMALL]: one-shot small allreduce */
     char          *red;       /* [FR_SHM_RED_NBUF][lsize][red_slot]: chunked large allreduce */
     size_t         red_slot;  /* bytes per rank per buffer */
-    char          *bc;        /* [FR_SHM_BCAST_NBUF][bc_slot]: bcast ring */
-    size_t         bc_slot;
+    char          *bc;        /* [FR_SHM_BCAST_NBUF][bc_slot]: bcast ring (slots with a header) */
+    size_t         bc_slot;   /* bytes per bcast slot, header included */
     uint64_t       round[FR_SHM_NFLAGS]; /* this rank's local copy of its flag counters */
+    uint64_t       back_seen; /* bcast root: the least 'bcast-done' round the flags showed */
+    /* How this rank writes data that other ranks read (fr_shm_put): */
+    int            stream_mode;  /* FASTREDUCE_SHM_STREAM: -1 auto, 0 never, 1 always */
+    int            streaming;    /* auto: streaming stores now */
+    unsigned       probe;        /* auto: streaming puts left before the next timed plain one */
+    unsigned       slow_puts;    /* auto: timed plain puts in a row that ran slow */
+    double         copy_ns_per_byte; /* a plain copy between private buffers, measured at creation */
+    char          *tmp;          /* FR_SHM_TMP bytes: a reduction's output before a streaming put */
 } fr_shm_t;
+
+/* Puts of fewer bytes are plain and untimed. */
+#define FR_SHM_PUT_MIN 4096
+#define FR_SHM_TMP     16384
+
+/* Copy @p n bytes of this rank's into the segment, for other ranks to read.
+ * The lines written were read by them in an earlier round, so an ordinary
+ * store must first take each line back from the reader's cache. Near the
+ * reader (a shared L3) that is cheap; across dies or sockets it runs ten
+ * times slower than a copy. In auto mode a put times its plain copy and,
+ * when two in a row ran many times slower than a private copy (FR_SHM_SLOW
+ * in shm.c), the next ones use streaming stores (no line is fetched), with
+ * a timed plain put every FR_SHM_PROBE puts to notice when the ranks are
+ * near again. */
+void fr_shm_put(fr_shm_t *s, void *dst, const void *src, size_t n);
+/* Whether puts are streaming now (a reduction writing into the segment
+ * then goes through s->tmp and a streaming put). */
+static inline int fr_shm_streaming(const fr_shm_t *s)
+{
+    return s->stream_mode == 1 || (s->stream_mode < 0 && s->streaming);
+}
 
 /* Collective over comm->node_comm. Leaves comm->shm NULL (and succeeds)
  * when the node has one rank. */
@@ -55,6 +93,36 @@ static inline volatile uint64_t *fr_shm_flag(fr_shm_t *s, int lrank, int which)
 fr_status_t fr_shm_wait_all(struct fr_comm *comm, int which, uint64_t value);
 /* Wait until flag @p which of local rank @p lrank is >= @p value. */
 fr_status_t fr_shm_wait_one(struct fr_comm *comm, int lrank, int which, uint64_t value);
+/* Wait until the header word of slot @p base + r * @p stride is >= @p value
+ * for every local rank r (@p name names the flag in a timeout's message). */
+fr_status_t fr_shm_wait_slots(struct fr_comm *comm, char *base, size_t stride, const char *name, uint64_t value);
+/* The same for the one slot @p slot, published by local rank @p lrank. */
+fr_status_t fr_shm_wait_slot(struct fr_comm *comm, int lrank, char *slot, const char *name, uint64_t value);
+
+/* Where the data of @p n bytes sits in a slot with a header. */
+static inline char *fr_shm_slot_data(char *slot, size_t n)
+{
+    return slot + (n <= FR_SHM_INLINE ? sizeof(uint64_t) : FR_SHM_HDR);
+}
+/* Publish round @p value in a slot's header (a release store, after the data). */
+static inline void fr_shm_slot_post(char *slot, uint64_t value)
+{
+    __atomic_store_n((volatile uint64_t *)slot, value, __ATOMIC_RELEASE);
+}
+/* Bytes one bcast slot carries. */
+static inline size_t fr_shm_bcast_max(const fr_shm_t *s) { return s->bc_slot - FR_SHM_HDR; }
+
+/* The least value of flag @p which over the local ranks, as read now. */
+static inline uint64_t fr_shm_flag_min(fr_shm_t *s, int which)
+{
+    uint64_t m = UINT64_MAX;
+    for (int r = 0; r < s->lsize; r++) {
+        uint64_t v = __atomic_load_n(fr_shm_flag(s, r, which), __ATOMIC_ACQUIRE);
+        if (v < m) m = v;
+    }
+    return m;
+}
+
 /* Publish this rank's flag (a release store). */
 static inline void fr_shm_post(fr_shm_t *s, int which, uint64_t value)
 {

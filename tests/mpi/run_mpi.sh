@@ -169,6 +169,13 @@ done
 for np in 2 3 4 5 6; do
     run_one "$np" "FASTREDUCE_NODE_SIZE=2" test_coll --quick
 done
+# Streaming stores into the shared segment, forced (FASTREDUCE_SHM_STREAM=1,
+# what auto picks while plain stores run slow): shm at every count, and the
+# node stages of hier.
+for np in 2 3 4 5 6; do
+    run_one "$np" "FASTREDUCE_SHM_STREAM=1" test_coll --algo shm
+done
+run_one 4 "FASTREDUCE_SHM_STREAM=1 FASTREDUCE_NODE_SIZE=2" test_coll --quick --algo hier
 for np in 1 2 3; do
     run_one "$np" "" test_args
 done
