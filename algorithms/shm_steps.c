@@ -43,12 +43,17 @@ static fr_status_t put_bg(struct fr_comm *comm, char *dst, const char *src, size
  * size. */
 #define ROTATE_SPAN ((size_t)512 * 1024)
 /* Larger pieces are not moved: a message of several of them already spreads
- * over the buffers, and a wider footprint costs more in the shared cache. */
+ * over the buffers, and a wider footprint costs more in the shared cache.
+ * Nor are pieces under a page: for those, lines that a reader holds cost the
+ * writer less than lines fetched from the shared cache or memory (a 512-byte
+ * bcast took 0.30 us moved against 0.08 us in place on this VM, an 8 KiB
+ * one 0.45 against 0.95). */
 #define ROTATE_BELOW ((size_t)256 * 1024)
+#define ROTATE_FROM  ((size_t)4096)
 static size_t rotate(uint64_t R, unsigned nbuf, size_t bytes, size_t spare)
 {
     size_t step = (bytes + 4095) / 4096 * 4096;
-    if (!step || bytes >= ROTATE_BELOW) return 0;
+    if (bytes < ROTATE_FROM || bytes >= ROTATE_BELOW) return 0;
     if (spare > ROTATE_SPAN) spare = ROTATE_SPAN;
     return (size_t)(R / nbuf % (spare / step + 1)) * step;
 }
