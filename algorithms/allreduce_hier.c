@@ -130,7 +130,8 @@ static fr_status_t pipelined(fr_call_t *call, struct fr_comm *comm, size_t cel)
         uint64_t R = 0;
         if (k < nch) {
             n = call->count - off < cel ? call->count - off : cel;
-            FR_CHECK(fr_shm_rs_chunk(comm, call, (const char *)call->sendbuf + off * es, n, &slice, &R, &so, &sl));
+            FR_CHECK(fr_shm_rs_chunk(comm, call, (const char *)call->sendbuf + off * es, n, NULL, &slice, &R, &so,
+                                         &sl));
         }
         if (k > 0) {
             comm->bg = NULL;
@@ -143,7 +144,7 @@ static fr_status_t pipelined(fr_call_t *call, struct fr_comm *comm, size_t cel)
             comm->bg = ring_bg;
             comm->bg_arg = &x;
         }
-        if (k > 0) FR_CHECK(fr_shm_ag_chunk(comm, call, prev_recv, prev_n, prev_R, copy_out));
+        if (k > 0) FR_CHECK(fr_shm_ag_chunk(comm, call, prev_recv, prev_n, prev_R, 0, copy_out));
         prev_recv = (char *)call->recvbuf + off * es;
         prev_n = n;
         prev_R = R;

@@ -75,7 +75,7 @@ static void reduce_slice(fr_shm_t *s, const fr_call_t *call, char *dst, const ch
 }
 
 fr_status_t fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const char *send, size_t n,
-                            char **slice, uint64_t *round, size_t *so, size_t *sl)
+                            char *recv, char **slice, uint64_t *round, size_t *so, size_t *sl)
 {
     fr_shm_t *s = comm->shm;
     const int l = s->lsize, me = s->lrank;
@@ -94,20 +94,20 @@ fr_status_t fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const c
 
     char *res = mine + *so * es;
     const char *own = send + *so * es;
-    /* piece by piece: one piece, or pieces of a background transfer's
-     * period, or, while puts stream, pieces that fit s->tmp and go out
-     * from there with streaming stores */
+    /* piece by piece: with @p recv, pieces that stay in L1, reduced into
+     * recv and copied from there into the segment; else one piece, or
+     * pieces of a background transfer's period, or, while puts stream,
+     * pieces that fit s->tmp and go out from there */
     const int stream = fr_shm_streaming(s);
-    size_t piece = stream ? FR_SHM_TMP : comm->bg ? BG_PIECE : *sl * es;
+    fr_copy_fn out = stream ? fr_copy_stream : fr_copy;
+    char *mine_out = recv ? recv + *so * es : NULL;
+    size_t piece = recv || stream ? FR_SHM_TMP : comm->bg ? BG_PIECE : *sl * es;
     size_t pe = piece / es ? piece / es : 1;
     for (size_t po = 0; po < *sl; po += pe) {
         size_t pn = *sl - po < pe ? *sl - po : pe;
-        if (stream) {
-            reduce_slice(s, call, s->tmp, own + po * es, bufs, *so + po, pn);
-            fr_copy_stream(res + po * es, s->tmp, pn * es);
-        } else {
-            reduce_slice(s, call, res + po * es, own + po * es, bufs, *so + po, pn);
-        }
+        char *to = mine_out ? mine_out + po * es : stream ? s->tmp : res + po * es;
+        reduce_slice(s, call, to, own + po * es, bufs, *so + po, pn);
+        if (to != res + po * es) out(res + po * es, to, pn * es);
         if (comm->bg) FR_CHECK(comm->bg(comm, comm->bg_arg));
     }
     *slice = res;
@@ -116,7 +116,7 @@ fr_status_t fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const c
 }
 
 fr_status_t fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *recv, size_t n, uint64_t R,
-                     fr_copy_fn copy_out)
+                     int have_own, fr_copy_fn copy_out)
 {
     fr_shm_t *s = comm->shm;
     const int l = s->lsize, me = s->lrank;
@@ -127,6 +127,7 @@ fr_status_t fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *r
         int j = (me + k) % l;   /* my own slice first: it is ready */
         size_t jo, jl;
         fr_block(n, l, j, &jo, &jl);
+        if (j == me && have_own) continue;
         if (j != me) FR_CHECK(fr_shm_wait_one(comm, j, FR_SHM_F_REDUCED, R));
         FR_CHECK(copy_bg(comm, copy_out, recv + jo * es, bufs + (size_t)j * s->red_slot + jo * es, jl * es));
     }
@@ -175,9 +176,13 @@ fr_status_t fr_shm_allreduce_chunks(struct fr_comm *comm, const fr_call_t *call,
         size_t n = call->count - off < cel ? call->count - off : cel, so, sl;
         uint64_t R;
         char *slice;
-        FR_CHECK(fr_shm_rs_chunk(comm, call, (const char *)call->sendbuf + off * es, n, &slice, &R, &so, &sl));
+        char *recv = (char *)call->recvbuf + off * es;
+        /* without a step between, this rank's slice is reduced straight
+         * into recv (a step between changes it in the segment) */
+        FR_CHECK(fr_shm_rs_chunk(comm, call, (const char *)call->sendbuf + off * es, n, between ? NULL : recv,
+                                 &slice, &R, &so, &sl));
         if (between) FR_CHECK(between(comm, call, slice, sl, k));
-        FR_CHECK(fr_shm_ag_chunk(comm, call, (char *)call->recvbuf + off * es, n, R, copy_out));
+        FR_CHECK(fr_shm_ag_chunk(comm, call, recv, n, R, !between, copy_out));
     }
     return FR_SUCCESS;
 }

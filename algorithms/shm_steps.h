@@ -13,15 +13,17 @@ typedef void (*fr_copy_fn)(void *, const void *, size_t);
 /* One chunk's reduce-scatter: @p n elements of @p send go into this rank's
  * slot; this rank reduces its slice (elements [*so, *so + *sl) of the
  * chunk) from every rank's copy. Sets *slice to the reduced slice, in the
- * segment, and *round to the round it used (for fr_shm_ag_chunk). While
- * comm->bg is set, it is called between pieces of the copies and the
- * reduction, and in the waits. */
+ * segment, and *round to the round it used (for fr_shm_ag_chunk). With
+ * @p recv (the chunk's place in the result, or NULL) the slice is also
+ * left there. While comm->bg is set, it is called between pieces of the
+ * copies and the reduction, and in the waits. */
 fr_status_t fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const char *send, size_t n,
-                            char **slice, uint64_t *round, size_t *so, size_t *sl);
+                            char *recv, char **slice, uint64_t *round, size_t *so, size_t *sl);
 /* The same chunk's allgather: publish this rank's reduced slice and copy
- * every slice into @p recv (n elements). */
+ * every slice into @p recv (n elements), but its own when @p have_own (the
+ * reduce-scatter left it there). */
 fr_status_t fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *recv, size_t n, uint64_t round,
-                     fr_copy_fn copy_out);
+                     int have_own, fr_copy_fn copy_out);
 /* Elements per chunk of the chunked allreduce: the rule's chunk= or
  * @p def_chunk bytes, at most a slot, at least one element. */
 size_t fr_shm_chunk_elems(const struct fr_comm *comm, const fr_call_t *call, size_t def_chunk);
