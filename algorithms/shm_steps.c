@@ -137,15 +137,26 @@ fr_status_t fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *r
 fr_status_t fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_t n, fr_copy_fn copy_out)
 {
     fr_shm_t *s = comm->shm;
-    uint64_t R = ++s->round[FR_SHM_F_BREADY];
-    char *slot = s->bc + (size_t)((R - 1) % FR_SHM_BCAST_NBUF) * s->bc_slot;
-    char *at = fr_shm_slot_data(slot, n);
-    if (n > FR_SHM_INLINE) at += rotate(R - 1, FR_SHM_BCAST_NBUF, n, fr_shm_bcast_max(s) - n);
+    uint64_t R = ++s->round[FR_SHM_F_BREADY], free_at;
+    char *slot, *at;
+    if (n <= FR_SHM_BSMALL) {
+        /* the small ring: its slot is free once the round that used it last is done */
+        size_t k = (size_t)(s->bsmall_n++ % FR_SHM_BSMALL_NBUF);
+        free_at = s->bsmall_round[k];
+        s->bsmall_round[k] = R;
+        slot = s->bsmall + k * (FR_SHM_HDR + FR_SHM_BSMALL);
+        at = fr_shm_slot_data(slot, n);
+    } else {
+        /* the large ring: slot (R-1) % NBUF served round R - NBUF at the latest */
+        free_at = R > FR_SHM_BCAST_NBUF ? R - FR_SHM_BCAST_NBUF : 0;
+        slot = s->bc + (size_t)((R - 1) % FR_SHM_BCAST_NBUF) * s->bc_slot;
+        at = fr_shm_slot_data(slot, n) + rotate(R - 1, FR_SHM_BCAST_NBUF, n, fr_shm_bcast_max(s) - n);
+    }
     if (s->lrank == root) {
-        /* slot free once every rank is done with round R - NBUF; what the
-         * flags said last time often covers it, and then no line moves */
-        if (R > FR_SHM_BCAST_NBUF && s->back_seen < R - FR_SHM_BCAST_NBUF) {
-            FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_BACK, R - FR_SHM_BCAST_NBUF));
+        /* what the flags said last time often shows the slot free already,
+         * and then no line moves */
+        if (free_at && s->back_seen < free_at) {
+            FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_BACK, free_at));
             s->back_seen = fr_shm_flag_min(s, FR_SHM_F_BACK);
         }
         fr_shm_put(s, at, data, n);
