@@ -70,12 +70,12 @@ void fr_shm_put(fr_shm_t *s, void *dst, const void *src, size_t n)
 static double copy_rate(char *a)
 {
     const size_t n = 65536;
-    double best = 0;
+    double best = -1;
     for (int i = 0; i < 5; i++) {
         uint64_t t0 = now_ns();
         fr_copy(a + n, a, n);
         double ns = (double)(now_ns() - t0);
-        if (i > 0 && (best == 0 || ns < best)) best = ns;
+        if (i > 0 && (best < 0 || ns < best)) best = ns;  /* (the first warms up) */
     }
     return best > 0 ? best / (double)n : 0.05;
 }
@@ -158,13 +158,20 @@ fr_status_t fr_shm_wait_slot(struct fr_comm *comm, int lrank, char *slot, const 
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
+/* Bytes of one bcast slot, header included, from the per-rank size and the
+ * node's ranks (the slot grows with them). */
+static size_t bcast_slot(uint64_t per_rank, size_t lsize)
+{
+    return align_up(per_rank * lsize / FR_SHM_BCAST_NBUF, 4096);
+}
+
 /* Sizes of the areas, identical on every rank of the node. */
 static size_t layout(fr_shm_t *s, size_t per_rank)
 {
     size_t l = (size_t)s->lsize, off = 0;
     size_t flags = align_up(l * FR_SHM_NFLAGS * sizeof(fr_shm_flag_t), 4096);
     s->red_slot = align_up(per_rank / FR_SHM_RED_NBUF, 4096);
-    s->bc_slot = align_up(per_rank * l / FR_SHM_BCAST_NBUF, 4096);
+    s->bc_slot = bcast_slot(per_rank, l);
     off = flags;
     size_t small_off = off; off += align_up(2 * l * (FR_SHM_HDR + FR_SHM_SMALL), 4096);
     size_t red_off = off;   off += FR_SHM_RED_NBUF * l * s->red_slot;
@@ -239,16 +246,58 @@ static int map_segment(struct fr_comm *comm, fr_shm_t *s, int use_memfd)
     return rc != MPI_SUCCESS ? -1 : any;
 }
 
+/* FASTREDUCE_SHM_STREAM: -1 auto, 0, 1; a bad value warns on rank 0. */
+static int stream_setting(const struct fr_comm *comm)
+{
+    const char *mode = fr_env("FASTREDUCE_SHM_STREAM");
+    if (mode && (!strcmp(mode, "0") || !strcmp(mode, "1"))) return mode[0] - '0';
+    if (mode && strcmp(mode, "auto") && comm->rank == 0)
+        FR_WARN(FR_SUB_SHM, "FASTREDUCE_SHM_STREAM=%s is not auto, 0 or 1; using auto", mode);
+    return -1;
+}
+
+static uint64_t per_rank_size(void)
+{
+    uint64_t per_rank = fr_env_size("FASTREDUCE_SHM_SIZE");
+    return per_rank < 65536 ? 65536 : per_rank;
+}
+
+size_t fr_shm_bcast_cap(void)
+{
+    static size_t cap;  /* (threads may race here: they store the same value) */
+    size_t c = __atomic_load_n(&cap, __ATOMIC_RELAXED);
+    if (!c) {
+        c = bcast_slot(per_rank_size(), 2) - FR_SHM_HDR;
+        __atomic_store_n(&cap, c, __ATOMIC_RELAXED);
+    }
+    return c;
+}
+
 fr_status_t fr_shm_create(struct fr_comm *comm)
 {
     comm->shm = NULL;
+    int stream_mode = stream_setting(comm);
     if (comm->local_size < 2) return FR_SUCCESS;
     fr_shm_t *s = calloc(1, sizeof *s);
-    if (!s) return FR_ERROR(FR_ERR_NO_MEMORY, "shm: out of memory");
+    char *tmp = aligned_alloc(4096, FR_SHM_SCRATCH);
+    /* the node's ranks agree first, so none goes on alone */
+    int nomem = !s || !tmp, any = 0;
+    int rc = PMPI_Allreduce(&nomem, &any, 1, MPI_INT, MPI_MAX, comm->node_comm);
+    if (rc != MPI_SUCCESS || any) {
+        free(s);
+        free(tmp);
+        return rc != MPI_SUCCESS ? FR_ERROR(FR_ERR_MPI, "shm: an MPI call failed before sharing the node's segment")
+                                 : FR_ERROR(FR_ERR_NO_MEMORY, "shm: out of memory on %s rank of this node",
+                                            nomem ? "this" : "another");
+    }
     s->lrank = comm->local_rank;
     s->lsize = comm->local_size;
-    uint64_t per_rank = fr_env_size("FASTREDUCE_SHM_SIZE");
-    if (per_rank < 65536) per_rank = 65536;
+    s->stream_mode = stream_mode;
+    s->tmp = tmp;
+    /* the private copy rate that fr_shm_put compares with */
+    memset(s->tmp, 1, FR_SHM_SCRATCH);
+    s->copy_ns_per_byte = copy_rate(s->tmp);
+    uint64_t per_rank = per_rank_size();
     s->size = layout(s, per_rank);
 
     /* First an anonymous memfd, which peers open through /proc/PID/fd/N:
@@ -260,31 +309,15 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
         FR_INFO(FR_SUB_SHM, "shm: memfd sharing failed (%s); using a /dev/shm segment", strerror(err));
         err = map_segment(comm, s, 0);
     }
-    if (err < 0) {
-        free(s);
-        return FR_ERROR(FR_ERR_MPI, "shm: an MPI call failed while sharing the node's segment");
-    }
     if (err) {
         size_t size = s->size;
+        free(s->tmp);
         free(s);
+        if (err < 0) return FR_ERROR(FR_ERR_MPI, "shm: an MPI call failed while sharing the node's segment");
         return FR_ERROR(FR_ERR_SYSTEM, "shm: cannot share a %zu-byte segment among the node's ranks: %s",
                         size, strerror(err));
     }
     layout(s, per_rank);
-    const char *mode = fr_env("FASTREDUCE_SHM_STREAM");
-    s->stream_mode = -1;
-    if (mode && (!strcmp(mode, "0") || !strcmp(mode, "1"))) s->stream_mode = mode[0] - '0';
-    else if (mode && strcmp(mode, "auto") && comm->rank == 0)
-        FR_WARN(FR_SUB_SHM, "FASTREDUCE_SHM_STREAM=%s is not auto, 0 or 1; using auto", mode);
-    /* scratch for the reductions' streaming output, and the copy rate */
-    s->tmp = aligned_alloc(4096, 2 * 65536);
-    if (!s->tmp) {
-        munmap(s->base, s->size);
-        free(s);
-        return FR_ERROR(FR_ERR_NO_MEMORY, "shm: out of memory");
-    }
-    memset(s->tmp, 1, 2 * 65536);
-    s->copy_ns_per_byte = copy_rate(s->tmp);
     comm->shm = s;
     FR_INFO(FR_SUB_SHM, "shm segment of %zu bytes for %d local ranks (allreduce slot %zu, bcast slot %zu); "
             "a private copy runs at %.1f GB/s; stores into it: %s", s->size, s->lsize, s->red_slot, s->bc_slot,

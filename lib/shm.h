@@ -17,9 +17,10 @@ typedef struct fr_shm_flag {
 } fr_shm_flag_t;
 
 /* Flags per rank, each a counter of rounds that only grows. Those of the
- * small allreduce and of the bcast ring live in the header of the slot they
- * publish (below), so a reader's first miss brings a small message's data
- * with it; their entries here only count rounds (s->round). */
+ * small allreduce and of the bcast rings live in the header of the slot
+ * they publish (below), so a reader's first miss brings a small message's
+ * data with it: FR_SHM_F_SMALL and FR_SHM_F_BREADY only index s->round,
+ * and their lines in the flag area go unused. */
 enum { FR_SHM_F_SMALL = 0, FR_SHM_F_ARRIVE, FR_SHM_F_REDUCED, FR_SHM_F_BREADY, FR_SHM_F_BACK,
        FR_SHM_NFLAGS };
 #define FR_SHM_SMALL   16384          /* data bytes per rank in each of the two small slots */
@@ -33,7 +34,7 @@ enum { FR_SHM_F_SMALL = 0, FR_SHM_F_ARRIVE, FR_SHM_F_REDUCED, FR_SHM_F_BREADY, F
 /* Bcast chunks of up to FR_SHM_BSMALL bytes go through a deeper ring of
  * their own, so a root can run that many small broadcasts ahead of ranks
  * that wait for a core (4 ranks on 2: 8 in flight made a 4-byte bcast take
- * 0.65 us against Open MPI's 0.25; 64 made it 0.25). */
+ * 0.65 us against Open MPI's 0.25; 64 made it 0.25, and 128 0.15-0.18). */
 #define FR_SHM_BSMALL      4096
 #define FR_SHM_BSMALL_NBUF 128
 /* Buffers of the chunked allreduce. A rank reuses buffer R % 3 at round R
@@ -63,12 +64,15 @@ typedef struct fr_shm {
     unsigned       probe;        /* auto: streaming puts left before the next timed plain one */
     unsigned       slow_puts;    /* auto: timed plain puts in a row that ran slow */
     double         copy_ns_per_byte; /* a plain copy between private buffers, measured at creation */
-    char          *tmp;          /* FR_SHM_TMP bytes: a reduction's output before a streaming put */
+    char          *tmp;          /* FR_SHM_SCRATCH bytes: the copy-rate measurement at creation,
+                                    then (its first FR_SHM_TMP) a reduction's output before a
+                                    streaming put */
 } fr_shm_t;
 
 /* Puts of fewer bytes are plain and untimed. */
 #define FR_SHM_PUT_MIN 4096
 #define FR_SHM_TMP     16384
+#define FR_SHM_SCRATCH ((size_t)2 * 65536)
 
 /* Copy @p n bytes of this rank's into the segment, for other ranks to read.
  * The lines written were read by them in an earlier round, so an ordinary
@@ -120,6 +124,10 @@ static inline void fr_shm_slot_post(char *slot, uint64_t value)
 }
 /* Bytes one bcast slot carries. */
 static inline size_t fr_shm_bcast_max(const fr_shm_t *s) { return s->bc_slot - FR_SHM_HDR; }
+/* The least of fr_shm_bcast_max over any node (with 2 ranks; larger nodes
+ * have larger slots), from the settings alone: the same on every node, so
+ * nodes of different sizes cut a message into the same chunks. */
+size_t fr_shm_bcast_cap(void);
 
 /* The least value of flag @p which over the local ranks, as read now. */
 static inline uint64_t fr_shm_flag_min(fr_shm_t *s, int which)
