@@ -33,7 +33,8 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
     const int me_leader = leader(comm, comm->node, call->root) == comm->rank;
     const int src_local = comm->rank_local[leader(comm, comm->node, call->root)];
     size_t chunk = call->chunk ? call->chunk : HIER_BCAST_CHUNK;
-    if (comm->shm && chunk > fr_shm_bcast_max(comm->shm)) chunk = fr_shm_bcast_max(comm->shm);
+    /* the same cap on every node, whatever its size */
+    if (chunk > fr_shm_bcast_cap()) chunk = fr_shm_bcast_cap();
     fr_copy_fn copy_out = fr_copy_for(call->bytes);
     char *data = call->recvbuf;
     unsigned step = 0;
@@ -63,6 +64,7 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
 const fr_alg_t fr_alg_bcast_hier = {
     .name = "hier", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_HOST, .check = check, .run = run,
     .desc = "several nodes: binomial tree across the nodes over UCX between one rank per node, then "
-            "shared memory inside each node, per chunk (chunk=512K, at most the shm bcast slot)",
+            "shared memory inside each node, per chunk (chunk=512K, at most a 2-rank node's shm bcast slot less "
+            "its 64-byte header)",
     .params = FR_PARAM_CHUNK, .chunk_def = HIER_BCAST_CHUNK,
 };

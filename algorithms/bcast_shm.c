@@ -29,6 +29,7 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 const fr_alg_t fr_alg_bcast_shm = {
     .name = "shm", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_HOST, .check = fr_alg_check_shm, .run = run,
     .desc = "single node: the root streams chunks through a ring of 8 shared-memory buffers; "
-            "chunk=256K (at most FASTREDUCE_SHM_SIZE x ranks / 8)",
+            "chunk=256K (at most FASTREDUCE_SHM_SIZE x ranks / 8, less a 64-byte header); chunks up to 4K go "
+            "through a ring of 128 slots",
     .params = FR_PARAM_CHUNK, .chunk_def = DEFAULT_CHUNK,
 };
