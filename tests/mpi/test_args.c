@@ -251,10 +251,9 @@ static void test_create(void)
     }
 }
 
-/* A bad value of setting @p var (through the environment, or for
- * FASTREDUCE_ALGO also through fr_config_t): a warning containing @p bad
- * (where @p warns; a setting of the shared segment warns only when there is
- * one), and a working communicator. */
+/* A bad value of setting @p var (through the environment, or, with how
+ * "config", FASTREDUCE_ALGO through fr_config_t.algo): a warning containing
+ * @p bad (where @p warns), and a working communicator. */
 static void test_bad_setting(const char *how, const char *var, const char *spec, const char *bad, int warns)
 {
     const char *old = getenv(var);
@@ -658,7 +657,7 @@ int main(int argc, char **argv)
     test_bad_setting("env", "FASTREDUCE_ALGO", "no_such_algorithm", "no_such_algorithm", 1);
     test_bad_setting("config", "FASTREDUCE_ALGO", "allreduce=bogus_allreduce", "bogus_allreduce", 1);
     test_bad_setting("env", "FASTREDUCE_ALGO", "bcast=bogus_bcast,allreduce=ring", "bogus_bcast", 1);
-    test_bad_setting("env", "FASTREDUCE_SHM_STREAM", "sometimes", "FASTREDUCE_SHM_STREAM=sometimes", np > 1);
+    test_bad_setting("env", "FASTREDUCE_SHM_STREAM", "sometimes", "FASTREDUCE_SHM_STREAM=sometimes", 1);
     t[3] = MPI_Wtime();
     test_fr_allreduce_mpi();
     t[4] = MPI_Wtime();

@@ -16,6 +16,7 @@
  *   --algo NAME   only that algorithm ("default" for the unforced table)
  *   --node-size N fake nodes of N ranks with fr_config_t.node_size
  */
+#include <unistd.h>
 #include "testutil.h"
 #include "reference.h"
 
@@ -229,6 +230,53 @@ static void test_bcast_case(fr_dtype_t dt, size_t count)
     tu_free(expect); tu_free(buf);
 }
 
+/* Many bcasts in a row on one communicator, the root moving every call,
+ * sizes mixed (a byte, a cache line, the small ring's largest, chunks of
+ * the large ring), a rank arriving late now and then: enough calls that
+ * every ring slot is reused several times while its earlier readers may be
+ * behind. Each call's bytes depend on the call, so a slot read too early
+ * or overwritten too soon shows. */
+static void test_bcast_stream(void)
+{
+    static const size_t sizes[] = { 1, 56, 57, 700, 4096, 5000, 70000 };
+    const int ncalls = 600;
+    unsigned char *expect = tu_alloc(70000), *buf = tu_alloc(70000);
+    for (int c = 0; c < n_bcc; c++) {
+        comm_ent_t *ce = &bc_comms[c];
+        tu_begin("bcast stream algo=%s: %d calls, roots and sizes changing", ce->algo ? ce->algo : "default",
+                 ncalls);
+        int bad = -1;
+        for (int i = 0; i < ncalls && bad < 0; i++) {
+            int root = i % np;
+            size_t nb = sizes[i % (sizeof sizes / sizeof sizes[0])];
+            fill_pattern(expect, nb, tu_hash3(0xB5, (uint64_t)i, (uint64_t)root));
+            if (me == root) memcpy(buf, expect, nb);
+            else memset(buf, 0x5A ^ me, nb);
+            if (i % 37 == 0 && me == (i / 37) % np) usleep(300);
+            fr_status_t st = fr_bcast(buf, nb, FR_INT8, root, ce->comm);
+            if (st != FR_SUCCESS || memcmp(buf, expect, nb)) bad = i;
+        }
+        TU_CHECK(bad < 0, "call %d (root %d, %zu bytes) gave a wrong result or failed", bad, bad % np,
+                 bad < 0 ? (size_t)0 : sizes[bad % (sizeof sizes / sizeof sizes[0])]);
+        /* one root far ahead: the last rank starts late, so the root fills
+         * every small slot and must wait for it before reusing one */
+        tu_begin("bcast stream algo=%s: 400 calls from rank 0, the last rank late",
+                 ce->algo ? ce->algo : "default");
+        bad = -1;
+        if (me == np - 1 && np > 1) usleep(20000);
+        for (int i = 0; i < 400; i++) {
+            size_t nb = i % 2 ? 8 : 100;
+            fill_pattern(expect, nb, tu_hash3(0xB6, (uint64_t)i, 0));
+            if (me == 0) memcpy(buf, expect, nb);
+            else memset(buf, 0x5A ^ me, nb);
+            fr_status_t st = fr_bcast(buf, nb, FR_INT8, 0, ce->comm);
+            if (bad < 0 && (st != FR_SUCCESS || memcmp(buf, expect, nb))) bad = i;
+        }
+        TU_CHECK(bad < 0, "call %d gave a wrong result or failed", bad);
+    }
+    tu_free(expect); tu_free(buf);
+}
+
 /* ---- setup --------------------------------------------------------------- */
 
 static int create_comm(comm_ent_t *ce, const char *algo, int coll)
@@ -354,6 +402,7 @@ int main(int argc, char **argv)
             test_bcast_case(FR_FLOAT64, 1000003);
             test_bcast_case(FR_INT8, 8u << 20);   /* 8 MiB */
         }
+        test_bcast_stream();
     }
     double t2 = MPI_Wtime();
 
