@@ -15,26 +15,28 @@
 
 #define DEFAULT_CHUNK (512u * 1024u)
 
-#define SMALL_SLOT ((size_t)FR_SHM_HDR + FR_SHM_SMALL)
+/* The small buffer of round @p R: [lsize][FR_SHM_SMALL_SLOT]. */
+static char *small_buf(const fr_shm_t *s, uint64_t R)
+{
+    return s->small + (size_t)(R & 1) * (size_t)s->lsize * FR_SHM_SMALL_SLOT;
+}
 
 static fr_status_t small(fr_call_t *call, fr_comm_t comm)
 {
     fr_shm_t *s = comm->shm;
     uint64_t R = ++s->round[FR_SHM_F_SMALL];
-    char *base = s->small + (size_t)(R & 1) * (size_t)s->lsize * SMALL_SLOT;
+    char *base = small_buf(s, R);
     /* this buffer served round R-2: every rank is done with it once it has
      * published round R-1 in the other buffer */
-    if (R > 1)
-        FR_CHECK(fr_shm_wait_slots(comm, s->small + (size_t)((R - 1) & 1) * (size_t)s->lsize * SMALL_SLOT,
-                                   SMALL_SLOT, "small", R - 1));
-    char *mine = base + (size_t)s->lrank * SMALL_SLOT;
+    if (R > 1) FR_CHECK(fr_shm_wait_slots(comm, small_buf(s, R - 1), FR_SHM_SMALL_SLOT, FR_SHM_F_SMALL, R - 1));
+    char *mine = base + (size_t)s->lrank * FR_SHM_SMALL_SLOT;
     fr_shm_put(s, fr_shm_slot_data(mine, call->bytes), call->sendbuf, call->bytes);
     fr_shm_slot_post(mine, R);
-    FR_CHECK(fr_shm_wait_slots(comm, base, SMALL_SLOT, "small", R));
-    fr_reduce3(call->recvbuf, fr_shm_slot_data(base, call->bytes), fr_shm_slot_data(base + SMALL_SLOT, call->bytes),
-               call->count, call->dtype, call->op);
+    FR_CHECK(fr_shm_wait_slots(comm, base, FR_SHM_SMALL_SLOT, FR_SHM_F_SMALL, R));
+    fr_reduce3(call->recvbuf, fr_shm_slot_data(base, call->bytes),
+               fr_shm_slot_data(base + FR_SHM_SMALL_SLOT, call->bytes), call->count, call->dtype, call->op);
     for (int j = 2; j < s->lsize; j++)
-        fr_reduce(call->recvbuf, fr_shm_slot_data(base + (size_t)j * SMALL_SLOT, call->bytes), call->count,
+        fr_reduce(call->recvbuf, fr_shm_slot_data(base + (size_t)j * FR_SHM_SMALL_SLOT, call->bytes), call->count,
                   call->dtype, call->op);
     return FR_SUCCESS;
 }

@@ -10,24 +10,18 @@
  * background transfer is in flight, which is moved on between them. */
 #define BG_PIECE ((size_t)256 * 1024)
 
+/* Copy @p bytes with @p copy, or with NULL by fr_shm_put (timed piece by
+ * piece), in pieces between which a background transfer moves on. */
 static fr_status_t copy_bg(struct fr_comm *comm, fr_copy_fn copy, char *dst, const char *src, size_t bytes)
 {
-    if (!comm->bg) {
+    if (copy && !comm->bg) {
         copy(dst, src, bytes);
         return FR_SUCCESS;
     }
     for (size_t o = 0; o < bytes; o += BG_PIECE) {
-        copy(dst + o, src + o, bytes - o < BG_PIECE ? bytes - o : BG_PIECE);
-        FR_CHECK(comm->bg(comm, comm->bg_arg));
-    }
-    return FR_SUCCESS;
-}
-
-/* fr_shm_put in pieces between which a background transfer moves on. */
-static fr_status_t put_bg(struct fr_comm *comm, char *dst, const char *src, size_t bytes)
-{
-    for (size_t o = 0; o < bytes; o += BG_PIECE) {
-        fr_shm_put(comm->shm, dst + o, src + o, bytes - o < BG_PIECE ? bytes - o : BG_PIECE);
+        size_t n = bytes - o < BG_PIECE ? bytes - o : BG_PIECE;
+        if (copy) copy(dst + o, src + o, n);
+        else fr_shm_put(comm->shm, dst + o, src + o, n);
         if (comm->bg) FR_CHECK(comm->bg(comm, comm->bg_arg));
     }
     return FR_SUCCESS;
@@ -87,8 +81,8 @@ fr_status_t fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const c
     /* Buffer R % FR_SHM_RED_NBUF is free once every rank has started R-1 (shm.h). */
     if (R > 1) FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_ARRIVE, R - 1));
     /* my own slice is read from the send buffer: only the others go in */
-    FR_CHECK(put_bg(comm, mine, send, *so * es));
-    FR_CHECK(put_bg(comm, mine + (*so + *sl) * es, send + (*so + *sl) * es, (n - *so - *sl) * es));
+    FR_CHECK(copy_bg(comm, NULL, mine, send, *so * es));
+    FR_CHECK(copy_bg(comm, NULL, mine + (*so + *sl) * es, send + (*so + *sl) * es, (n - *so - *sl) * es));
     fr_shm_post(s, FR_SHM_F_ARRIVE, R);
     FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_ARRIVE, R));
 
@@ -144,7 +138,7 @@ fr_status_t fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_
         size_t k = (size_t)(s->bsmall_n++ % FR_SHM_BSMALL_NBUF);
         free_at = s->bsmall_round[k];
         s->bsmall_round[k] = R;
-        slot = s->bsmall + k * (FR_SHM_HDR + FR_SHM_BSMALL);
+        slot = s->bsmall + k * FR_SHM_BSMALL_SLOT;
         at = fr_shm_slot_data(slot, n);
     } else {
         /* the large ring: slot (R-1) % NBUF served round R - NBUF at the latest */
@@ -162,7 +156,7 @@ fr_status_t fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_
         fr_shm_put(s, at, data, n);
         fr_shm_slot_post(slot, R);
     } else {
-        FR_CHECK(fr_shm_wait_slot(comm, root, slot, "bcast-ready", R));
+        FR_CHECK(fr_shm_wait_slot(comm, root, slot, FR_SHM_F_BREADY, R));
         copy_out(data, at, n);
     }
     fr_shm_post(s, FR_SHM_F_BACK, R);

@@ -144,15 +144,15 @@ fr_status_t fr_shm_wait_all(struct fr_comm *comm, int which, uint64_t value)
     return wait_range(comm, 0, comm->shm->lsize, &f, value);
 }
 
-fr_status_t fr_shm_wait_slots(struct fr_comm *comm, char *base, size_t stride, const char *name, uint64_t value)
+fr_status_t fr_shm_wait_slots(struct fr_comm *comm, char *base, size_t stride, int which, uint64_t value)
 {
-    flags_t f = {base, stride, name};
+    flags_t f = {base, stride, flag_name[which]};
     return wait_range(comm, 0, comm->shm->lsize, &f, value);
 }
 
-fr_status_t fr_shm_wait_slot(struct fr_comm *comm, int lrank, char *slot, const char *name, uint64_t value)
+fr_status_t fr_shm_wait_slot(struct fr_comm *comm, int lrank, char *slot, int which, uint64_t value)
 {
-    flags_t f = {slot, 0, name};
+    flags_t f = {slot, 0, flag_name[which]};
     return wait_range(comm, lrank, lrank + 1, &f, value);
 }
 
@@ -173,10 +173,10 @@ static size_t layout(fr_shm_t *s, size_t per_rank)
     s->red_slot = align_up(per_rank / FR_SHM_RED_NBUF, 4096);
     s->bc_slot = bcast_slot(per_rank, l);
     off = flags;
-    size_t small_off = off; off += align_up(2 * l * (FR_SHM_HDR + FR_SHM_SMALL), 4096);
+    size_t small_off = off; off += align_up(2 * l * FR_SHM_SMALL_SLOT, 4096);
     size_t red_off = off;   off += FR_SHM_RED_NBUF * l * s->red_slot;
     size_t bc_off = off;    off += FR_SHM_BCAST_NBUF * s->bc_slot;
-    size_t bs_off = off;    off += align_up(FR_SHM_BSMALL_NBUF * (FR_SHM_HDR + FR_SHM_BSMALL), 4096);
+    size_t bs_off = off;    off += align_up(FR_SHM_BSMALL_NBUF * FR_SHM_BSMALL_SLOT, 4096);
     if (s->base) {
         s->flags = (fr_shm_flag_t *)s->base;
         s->small = (char *)s->base + small_off;

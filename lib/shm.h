@@ -30,6 +30,10 @@ enum { FR_SHM_F_SMALL = 0, FR_SHM_F_ARRIVE, FR_SHM_F_REDUCED, FR_SHM_F_BREADY, F
  * at the next line, so it stays aligned for the vector loops. */
 #define FR_SHM_HDR     FR_CACHELINE
 #define FR_SHM_INLINE  (FR_CACHELINE - sizeof(uint64_t))
+/* Bytes per slot, header included, of the small allreduce and the small
+ * bcast ring. */
+#define FR_SHM_SMALL_SLOT  ((size_t)FR_SHM_HDR + FR_SHM_SMALL)
+#define FR_SHM_BSMALL_SLOT ((size_t)FR_SHM_HDR + FR_SHM_BSMALL)
 #define FR_SHM_BCAST_NBUF 8           /* chunks in flight in the bcast ring */
 /* Bcast chunks of up to FR_SHM_BSMALL bytes go through a deeper ring of
  * their own, so a root can run that many small broadcasts ahead of ranks
@@ -48,12 +52,12 @@ typedef struct fr_shm {
     size_t         size;
     int            lrank, lsize;
     fr_shm_flag_t *flags;     /* [lsize * FR_SHM_NFLAGS] */
-    char          *small;     /* [2][lsize][FR_SHM_HDR + FR_SHM_SMALL]: one-shot small allreduce */
+    char          *small;     /* [2][lsize][FR_SHM_SMALL_SLOT]: one-shot small allreduce */
     char          *red;       /* [FR_SHM_RED_NBUF][lsize][red_slot]: chunked large allreduce */
     size_t         red_slot;  /* bytes per rank per buffer */
     char          *bc;        /* [FR_SHM_BCAST_NBUF][bc_slot]: bcast ring (slots with a header) */
     size_t         bc_slot;   /* bytes per bcast slot, header included */
-    char          *bsmall;    /* [FR_SHM_BSMALL_NBUF][FR_SHM_HDR + FR_SHM_BSMALL]: the small bcast ring */
+    char          *bsmall;    /* [FR_SHM_BSMALL_NBUF][FR_SHM_BSMALL_SLOT]: the small bcast ring */
     uint64_t       bsmall_n;  /* small bcast chunks so far (the same on every local rank) */
     uint64_t       bsmall_round[FR_SHM_BSMALL_NBUF]; /* the bcast round that last used each small slot */
     uint64_t       round[FR_SHM_NFLAGS]; /* this rank's local copy of its flag counters */
@@ -84,8 +88,8 @@ typedef struct fr_shm {
  * a timed plain put every FR_SHM_PROBE puts to notice when the ranks are
  * near again. */
 void fr_shm_put(fr_shm_t *s, void *dst, const void *src, size_t n);
-/* Whether puts are streaming now (a reduction writing into the segment
- * then goes through s->tmp and a streaming put). */
+/* Whether puts are streaming now (a reduction's output then goes into the
+ * segment with streaming stores too, from the result or from s->tmp). */
 static inline int fr_shm_streaming(const fr_shm_t *s)
 {
     return s->stream_mode == 1 || (s->stream_mode < 0 && s->streaming);
@@ -107,10 +111,10 @@ fr_status_t fr_shm_wait_all(struct fr_comm *comm, int which, uint64_t value);
 /* Wait until flag @p which of local rank @p lrank is >= @p value. */
 fr_status_t fr_shm_wait_one(struct fr_comm *comm, int lrank, int which, uint64_t value);
 /* Wait until the header word of slot @p base + r * @p stride is >= @p value
- * for every local rank r (@p name names the flag in a timeout's message). */
-fr_status_t fr_shm_wait_slots(struct fr_comm *comm, char *base, size_t stride, const char *name, uint64_t value);
+ * for every local rank r: flag @p which, kept in the slots. */
+fr_status_t fr_shm_wait_slots(struct fr_comm *comm, char *base, size_t stride, int which, uint64_t value);
 /* The same for the one slot @p slot, published by local rank @p lrank. */
-fr_status_t fr_shm_wait_slot(struct fr_comm *comm, int lrank, char *slot, const char *name, uint64_t value);
+fr_status_t fr_shm_wait_slot(struct fr_comm *comm, int lrank, char *slot, int which, uint64_t value);
 
 /* Where the data of @p n bytes sits in a slot with a header. */
 static inline char *fr_shm_slot_data(char *slot, size_t n)
