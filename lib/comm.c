@@ -217,7 +217,9 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     if (!fr_env("FASTREDUCE_SPIN") && oversubscribed(c->mpi, c->rank, c->node, c->node_comm))
         c->spin = 20; /* oversubscribed: yield soon */
     FR_CHECK_GOTO(fr_ucx_create(c), st, fail);
-    FR_CHECK_GOTO(fr_shm_create(c), st, fail);
+    /* a node that could not share its segment fails the whole communicator,
+     * so the other nodes' ranks do not wait for it below */
+    FR_CHECK_GOTO(fr_agree(c->mpi, fr_shm_create(c), "shared memory"), st, fail);
     FR_CHECK_GOTO(fr_mpi_ops_get(), st, fail);
     fr_device_probe();
     if (config && config->nccl_eager) FR_CHECK_GOTO(fr_device_setup(c, -1), st, fail_ops);
