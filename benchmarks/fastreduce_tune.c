@@ -456,7 +456,11 @@ static void measure_size(tuner_t *T, int s, const int *list, int n, double left_
             iters[i] = -1;
             continue;
         }
+        /* a new measurement; the side-by-side comparisons made before stay */
+        tc_meas_t before = *m;
         memset(m, 0, sizeof *m);
+        memcpy(m->rel, before.rel, sizeof m->rel);
+        m->nrel = before.nrel;
         iters[i] = 0;
         m->state = prepare(T, list[i], s, pl.rep_s, &iters[i], why[i], sizeof why[i]);
     }
@@ -471,6 +475,7 @@ static void measure_size(tuner_t *T, int s, const int *list, int n, double left_
             }
         }
     char sz[32];
+    int now_ok[MAX_CANDS], nok = 0;
     tc_fmt_bytes(sz, sizeof sz, T->g.sizes[s]);
     for (int i = 0; i < n; i++) {
         int c = list[i];
@@ -479,6 +484,7 @@ static void measure_size(tuner_t *T, int s, const int *list, int n, double left_
         if (m->state == TC_OK) {
             tc_stats(v[i], T->o.reps, m);
             m->iters = (int)iters[i];
+            now_ok[nok++] = c;
         }
         T->done += m->state == TC_OK || m->state == TC_FAILED;
         if (T->rank != 0) continue;
@@ -491,6 +497,8 @@ static void measure_size(tuner_t *T, int s, const int *list, int n, double left_
                    left, fr_coll_name(T->g.cand[c].coll), T->g.cand[c].label, sz, m->med * 1e6, m->q1 * 1e6,
                    m->q3 * 1e6, m->reps, m->iters);
     }
+    /* only what was measured just now is compared (every rank keeps the same grid) */
+    tc_compared(&T->g, s, now_ok, nok);
     if (T->rank == 0) fflush(stdout);
 }
 
@@ -559,8 +567,7 @@ static double rank_below(const tuner_t *T, int c, int s)
     for (int i = s - 1; i >= 0; i--) {
         const tc_meas_t *m = tc_at(g, c, i);
         if (m->state != TC_OK) continue;
-        double best = tc_at(g, tc_fastest(g, g->cand[c].coll, i, -1), i)->med;   /* c itself is one */
-        return best > 0 ? m->med / best : 1.5;
+        return tc_rel(g, c, i);
     }
     return 1.5;
 }
@@ -633,16 +640,72 @@ static void sweep(tuner_t *T, const int *sample)
     }
 }
 
-/* Candidates of @p coll correct at size s and within 25% of the fastest there. */
-static int contenders(const tuner_t *T, int coll, int s, int *list)
+/* Candidates of @p coll correct at size s and within @p within x the
+ * fastest there (tc_rel). */
+static int rivals(const tuner_t *T, int coll, int s, double within, int *list)
 {
     const tc_grid_t *g = &T->g;
-    int f = tc_fastest(g, coll, s, -1), n = 0;
-    if (f < 0) return 0;
-    double best = tc_at(g, f, s)->med;
+    int n = 0;
     for (int c = 0; c < g->ncand; c++)
-        if (g->cand[c].coll == coll && tc_at(g, c, s)->state == TC_OK && tc_at(g, c, s)->med <= 1.25 * best)
+        if (g->cand[c].coll == coll && tc_at(g, c, s)->state == TC_OK && tc_rel(g, c, s) <= within)
             list[n++] = c;
+    return n;
+}
+
+/* Candidates within 25% of the fastest: those a confirmation measures. */
+static int contenders(const tuner_t *T, int coll, int s, int *list)
+{
+    return rivals(T, coll, s, 1.25, list);
+}
+
+/* A second look, later than the sweep, at every size where some candidate
+ * is within 1.5x of the fastest: those candidates side by side again, so
+ * that no choice rests on one comparison made in one spell of the machine
+ * (a size measured first while the machine was slow can rank the
+ * candidates otherwise than it usually does). Both collectives of a size
+ * are measured together. */
+static void second_look(tuner_t *T)
+{
+    tc_grid_t *g = &T->g;
+    int total = 0, sizes = 0;
+    for (int s = 0; s < g->nsizes; s++) {
+        int list[MAX_CANDS], k = 0;
+        for (int coll = 0; coll < FR_COLL_COUNT; coll++) {
+            int n = rivals(T, coll, s, 1.5, list);
+            k += n >= 2 ? n : 0;
+        }
+        total += k;
+        sizes += k > 0;
+    }
+    if (!total) return;
+    if (T->rank == 0) {
+        printf("[%6.1fs, %5.0fs left] a second look at %d size(s): their candidates within 1.5x of the fastest\n",
+               now() - T->t0, T->deadline - now(), sizes);
+        fflush(stdout);
+    }
+    for (int s = 0; s < g->nsizes; s++) {
+        int list[MAX_CANDS], n = 0;
+        for (int coll = 0; coll < FR_COLL_COUNT; coll++) {
+            int k = rivals(T, coll, s, 1.5, list + n);
+            n += k >= 2 ? k : 0;
+        }
+        if (!n) continue;
+        g->probe[s] = probe(T);
+        measure_size(T, s, list, n, total, 0);
+        total -= n;
+    }
+}
+
+/* The candidates a lone win at size s is measured again with: its
+ * contenders, and the winner of the sizes around it (tc_disputed: they
+ * agree) when that one is not among them, so the win is put to the one it
+ * took the size from. */
+static int lone_win_list(const tuner_t *T, int coll, int s, int *list)
+{
+    int n = contenders(T, coll, s, list), around = -1, in = 0;
+    for (int t = s - 1; t >= 0 && around < 0; t--) around = tc_winner(&T->g, coll, t, &T->pol);
+    for (int i = 0; i < n; i++) in |= list[i] == around;
+    if (around >= 0 && !in && tc_at(&T->g, around, s)->state == TC_OK) list[n++] = around;
     return n;
 }
 
@@ -656,7 +719,7 @@ static void confirm(tuner_t *T)
             nd[coll] = tc_disputed(&T->g, coll, &T->pol, ds[coll], MAX_SIZES);
             for (int i = 0; i < nd[coll]; i++) {
                 int list[MAX_CANDS];
-                total += contenders(T, coll, ds[coll][i], list);
+                total += lone_win_list(T, coll, ds[coll][i], list);
             }
         }
         if (!total) return;
@@ -667,7 +730,7 @@ static void confirm(tuner_t *T)
         }
         for (int coll = 0; coll < FR_COLL_COUNT; coll++)
             for (int i = 0; i < nd[coll]; i++) {
-                int list[MAX_CANDS], n = contenders(T, coll, ds[coll][i], list);
+                int list[MAX_CANDS], n = lone_win_list(T, coll, ds[coll][i], list);
                 T->g.probe[ds[coll][i]] = probe(T);
                 measure_size(T, ds[coll][i], list, n, total, 0);
                 total -= n;
@@ -773,6 +836,22 @@ static int choice(tuner_t *T, fr_table_t *tab, int coll, uint64_t bytes, int *ru
     return T->g.ncand - 1;
 }
 
+/* Is the table's choice @p c at size s slower than the fastest there by
+ * more than the noise? *thr: the noise, a fraction of the fastest's
+ * median: the two latest spreads added, at least tie_max. The comparison
+ * is tc_rel(): side by side only. */
+static int stale_by(const tuner_t *T, int coll, int s, int c, double *thr)
+{
+    const tc_grid_t *g = &T->g;
+    int best = tc_fastest(g, coll, s, -1);
+    *thr = T->pol.tie_max;
+    if (best < 0 || best == c) return 0;
+    const tc_meas_t *mb = tc_at(g, best, s), *mc = tc_at(g, c, s);
+    double spread = ((mb->q3 - mb->q1) + (mc->q3 - mc->q1)) / mb->med;
+    if (spread > *thr) *thr = spread;
+    return tc_rel(g, c, s) - 1 > *thr;
+}
+
 static int check_table(tuner_t *T, double share)
 {
     fr_table_t tab = {0};
@@ -822,26 +901,33 @@ static int check_table(tuner_t *T, double share)
     T->deadline = start + 0.75 * share;
     sweep(T, sample);
     T->deadline = start + 0.98 * share;
-    /* a choice that was pruned or never measured at a sampled size is measured now */
+    /* a choice that was pruned or never measured at a sampled size is measured now, beside its contenders */
     for (int coll = 0; coll < FR_COLL_COUNT; coll++)
         for (int s = 0; s < g->nsizes; s++) {
             int c = chosen[coll][s];
-            if (sample[s] && c >= 0 && tc_at(g, c, s)->state != TC_OK && tc_at(g, c, s)->state != TC_FAILED &&
-                tc_at(g, c, s)->state != TC_DECLINED)
-                measure_size(T, s, &c, 1, 1, 0);
-        }
-    /* a choice that looks stale is measured again beside its contenders before it is reported */
-    for (int coll = 0; coll < FR_COLL_COUNT; coll++)
-        for (int s = 0; s < g->nsizes; s++) {
-            int c = chosen[coll][s];
-            if (!sample[s] || c < 0 || tc_at(g, c, s)->state != TC_OK) continue;
-            int list[MAX_CANDS], n = contenders(T, coll, s, list), in = 0;
-            if (n < 2 && list[0] == c) continue;
-            for (int i = 0; i < n; i++) in |= list[i] == c;
-            if (in && tc_winner(g, coll, s, &T->pol) == c) continue;
-            if (!in) list[n++] = c;
+            if (!sample[s] || c < 0 || tc_at(g, c, s)->state == TC_OK || tc_at(g, c, s)->state == TC_FAILED ||
+                tc_at(g, c, s)->state == TC_DECLINED)
+                continue;
+            int list[MAX_CANDS], n = contenders(T, coll, s, list);
+            list[n++] = c;
             measure_size(T, s, list, n, 1, 0);
         }
+    /* a choice that is not the winner is measured again beside its contenders, and once more if it
+     * still looks stale: the verdict is the median of up to three side-by-side comparisons, made at
+     * different times, so one slow spell of the machine does not decide it */
+    for (int round = 0; round < 2; round++)
+        for (int coll = 0; coll < FR_COLL_COUNT; coll++)
+            for (int s = 0; s < g->nsizes; s++) {
+                int c = chosen[coll][s];
+                double thr;
+                if (!sample[s] || c < 0 || tc_at(g, c, s)->state != TC_OK) continue;
+                if (round == 0 ? tc_winner(g, coll, s, &T->pol) == c : !stale_by(T, coll, s, c, &thr)) continue;
+                int list[MAX_CANDS], n = contenders(T, coll, s, list), in = 0;
+                for (int i = 0; i < n; i++) in |= list[i] == c;
+                if (!in) list[n++] = c;
+                if (n < 2) continue;
+                measure_size(T, s, list, n, 1, 0);
+            }
     const char *mem = T->mem == FR_MEM_CUDA ? " cuda" : "";
     if (T->rank == 0) {
         for (int coll = 0; coll < FR_COLL_COUNT; coll++) {
@@ -873,19 +959,19 @@ static int check_table(tuner_t *T, double share)
                     continue;
                 }
                 const tc_meas_t *mb = tc_at(g, best, s);
-                double thr = (mb->q3 - mb->q1) + (mc->q3 - mc->q1);
-                if (thr < T->pol.tie_max * mb->med) thr = T->pol.tie_max * mb->med;
-                double slower = mc->med / mb->med - 1;
-                if (best != c && mc->med - mb->med > thr) {
+                double thr, slower = tc_rel(g, c, s) - 1;
+                char cmp[48] = "";
+                if (mc->nrel > 1) snprintf(cmp, sizeof cmp, ", median of %d comparisons", mc->nrel);
+                if (stale_by(T, coll, s, c, &thr)) {
                     printf("STALE %-9s %6s%s: the table's %s (%s) takes %.2f us; %s takes %.2f us: %.0f%% slower "
-                           "(noise %.0f%%)\n", fr_coll_name(coll), sz, mem, g->cand[c].label, where, mc->med * 1e6,
-                           g->cand[best].label, mb->med * 1e6, slower * 100, thr / mb->med * 100);
+                           "(noise %.0f%%%s)\n", fr_coll_name(coll), sz, mem, g->cand[c].label, where,
+                           mc->med * 1e6, g->cand[best].label, mb->med * 1e6, slower * 100, thr * 100, cmp);
                     if (!reported) stale++;
                     reported = 1;
                 } else {
-                    printf("ok    %-9s %6s%s: %s (%s) %.2f us; fastest %s %.2f us (%+.1f%%, noise %.0f%%)\n",
+                    printf("ok    %-9s %6s%s: %s (%s) %.2f us; fastest %s %.2f us (%+.1f%%, noise %.0f%%%s)\n",
                            fr_coll_name(coll), sz, mem, g->cand[c].label, where, mc->med * 1e6, g->cand[best].label,
-                           mb->med * 1e6, slower * 100, thr / mb->med * 100);
+                           mb->med * 1e6, slower * 100, thr * 100, cmp);
                 }
             }
         }
@@ -1004,7 +1090,8 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     /* one pass per memory type; each gets an equal share of the time left,
-     * its sweep 85% of it, the confirmation of lone wins the rest (the last
+     * its sweep 60% of it, the second look 25%, the confirmation of lone
+     * wins the rest (the last
      * pass ends at 98% of the budget: 2% for writing, closing, the launcher) */
     const fr_mem_t order[2] = { FR_MEM_HOST, FR_MEM_CUDA };
     int npass = ((mems & FR_MEM_HOST) != 0) + ((mems & FR_MEM_CUDA) != 0), stale = 0;
@@ -1028,8 +1115,10 @@ int main(int argc, char **argv)
             if (rc == 3) stale = 1, rc = 0;   /* the next memory type is still checked */
         } else {
             double start = now(), share = (T.t0 + T.o.budget - start) / (npass - pass);
-            T.deadline = start + 0.85 * share;
+            T.deadline = start + 0.6 * share;
             sweep(&T, NULL);
+            T.deadline = start + 0.85 * share;
+            second_look(&T);
             T.deadline = pass == npass - 1 ? T.t0 + 0.98 * T.o.budget : start + share;
             confirm(&T);
         }

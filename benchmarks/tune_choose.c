@@ -63,13 +63,89 @@ double tc_noise(const tc_meas_t *best, const tc_meas_t *other, const tc_policy_t
     return n < cap ? n : cap;
 }
 
+static int cmp_double(const void *a, const void *b);
+static double quantile(const double *v, int n, double q);
+
+/* The median of m's side-by-side ratios (0 when it has none). */
+static double rel_median(const tc_meas_t *m)
+{
+    double v[TC_HIST];
+    int n = m->nrel < TC_HIST ? m->nrel : TC_HIST;
+    if (n <= 0) return 0;
+    memcpy(v, m->rel, sizeof v[0] * (size_t)n);
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    return quantile(v, n, 0.5);
+}
+
+void tc_compared(tc_grid_t *g, int s, const int *list, int n)
+{
+    for (int coll = 0; coll < FR_COLL_COUNT; coll++) {
+        double best = 0;
+        int nok = 0;
+        for (int i = 0; i < n; i++) {
+            const tc_meas_t *m = tc_at(g, list[i], s);
+            if (g->cand[list[i]].coll != coll || m->state != TC_OK || m->med <= 0) continue;
+            if (!nok++ || m->med < best) best = m->med;
+        }
+        if (nok < 2) continue;
+        for (int i = 0; i < n; i++) {
+            tc_meas_t *m = tc_at(g, list[i], s);
+            if (g->cand[list[i]].coll != coll || m->state != TC_OK || m->med <= 0) continue;
+            if (m->nrel == TC_HIST) {   /* the oldest goes */
+                memmove(m->rel, m->rel + 1, sizeof m->rel[0] * (TC_HIST - 1));
+                m->nrel--;
+            }
+            m->rel[m->nrel++] = m->med / best;
+        }
+    }
+}
+
+/* Each TC_OK candidate's standing before it is made relative (tc_rel()). */
+static double standing(const tc_grid_t *g, int c, int s)
+{
+    const tc_meas_t *m = tc_at(g, c, s);
+    int coll = g->cand[c].coll, fc = -1, fm = -1;
+    double low = 0;
+    for (int k = 0; k < g->ncand; k++) {
+        const tc_meas_t *o = tc_at(g, k, s);
+        if (g->cand[k].coll != coll || o->state != TC_OK) continue;
+        if (fm < 0 || o->med < tc_at(g, fm, s)->med) fm = k;
+        double r = rel_median(o);
+        if (r > 0 && (fc < 0 || r < low || (r == low && o->med < tc_at(g, fc, s)->med))) {
+            fc = k;
+            low = r;
+        }
+    }
+    if (fc < 0) return m->med / tc_at(g, fm, s)->med;
+    if (m->nrel > 0) return rel_median(m) / low;
+    return m->med / tc_at(g, fc, s)->med;
+}
+
+double tc_rel(const tc_grid_t *g, int c, int s)
+{
+    if (tc_at(g, c, s)->state != TC_OK || tc_at(g, c, s)->med <= 0) return 0;
+    double mine = standing(g, c, s), low = mine;
+    for (int k = 0; k < g->ncand; k++) {
+        const tc_meas_t *o = tc_at(g, k, s);
+        if (g->cand[k].coll != g->cand[c].coll || o->state != TC_OK || o->med <= 0) continue;
+        double r = standing(g, k, s);
+        if (r < low) low = r;
+    }
+    return mine / low;
+}
+
 int tc_fastest(const tc_grid_t *g, int coll, int s, int except)
 {
     int best = -1;
+    double br = 0;
     for (int c = 0; c < g->ncand; c++) {
         const tc_meas_t *m = tc_at(g, c, s);
-        if (c == except || g->cand[c].coll != coll || m->state != TC_OK) continue;
-        if (best < 0 || m->med < tc_at(g, best, s)->med) best = c;
+        if (c == except || g->cand[c].coll != coll || m->state != TC_OK || m->med <= 0) continue;
+        double r = standing(g, c, s);
+        if (best < 0 || r < br || (r == br && m->med < tc_at(g, best, s)->med)) {
+            best = c;
+            br = r;
+        }
     }
     return best;
 }
@@ -79,24 +155,18 @@ int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p)
     int best = tc_fastest(g, coll, s, -1);
     if (best < 0) return -1;
     const tc_meas_t *b = tc_at(g, best, s);
+    double rb = standing(g, best, s);
     int win = best;
     for (int c = 0; c < g->ncand; c++) {
         const tc_meas_t *m = tc_at(g, c, s);
-        if (g->cand[c].coll != coll || m->state != TC_OK || c == win) continue;
-        if (m->med - b->med > tc_noise(b, m, p)) continue;
-        const tc_meas_t *w = tc_at(g, win, s);
+        if (g->cand[c].coll != coll || m->state != TC_OK || m->med <= 0 || c == win) continue;
+        double rc = standing(g, c, s), rw = standing(g, win, s);
+        if (rc / rb - 1 > tc_noise(b, m, p) / b->med) continue;
         if (g->cand[c].simplicity < g->cand[win].simplicity ||
-            (g->cand[c].simplicity == g->cand[win].simplicity && m->med < w->med))
+            (g->cand[c].simplicity == g->cand[win].simplicity && rc < rw))
             win = c;
     }
     return win;
-}
-
-/* Best median among the TC_OK candidates of @p coll at size s, or 0. */
-static double best_med(const tc_grid_t *g, int coll, int s)
-{
-    int b = tc_fastest(g, coll, s, -1);
-    return b < 0 ? 0 : tc_at(g, b, s)->med;
 }
 
 int tc_keep(const tc_grid_t *g, int c, int s, const tc_policy_t *p)
@@ -113,9 +183,8 @@ int tc_keep(const tc_grid_t *g, int c, int s, const tc_policy_t *p)
     int nb[2] = { below, above };
     for (int k = 0; k < 2; k++) {
         if (nb[k] < 0) continue;
-        double b = best_med(g, g->cand[c].coll, nb[k]);
         judged++;
-        slow += b > 0 && tc_at(g, c, nb[k])->med > p->prune * b;
+        slow += tc_rel(g, c, nb[k]) > p->prune;
     }
     return !judged || slow < judged;
 }
@@ -211,7 +280,7 @@ int tc_write_table(FILE *f, const fr_table_meta_t *meta, const tc_grid_t *g, con
             int ru = tc_fastest(g, coll, r[i].s_last, r[i].cand);   /* the runner-up */
             if (ru >= 0)
                 snprintf(note, sizeof note, "; next %s %+.0f%%", g->cand[ru].label,
-                         (tc_at(g, ru, r[i].s_last)->med / z->med - 1) * 100);
+                         (tc_rel(g, ru, r[i].s_last) / tc_rel(g, r[i].cand, r[i].s_last) - 1) * 100);
             if (r[i].s_first == r[i].s_last)
                 fprintf(f, "%s  # %s %.2f us%s\n", fr_rule_format(&rule, line, sizeof line),
                         tc_fmt_bytes(b1, sizeof b1, g->sizes[r[i].s_first]), a->med * 1e6, note);
@@ -244,7 +313,7 @@ void tc_write_csv(FILE *f, const tc_grid_t *g, const tc_policy_t *p, int ranks, 
 {
     if (ftell(f) <= 0)  /* a second grid (the other memory type) goes on below the first's rows */
         fprintf(f, "collective,memory,ranks,nodes,ppn,algorithm,params,bytes,state,median_us,q1_us,q3_us,min_us,"
-                   "max_us,reps,iters,busbw_gbs,chosen,probe_us\n");
+                   "max_us,reps,iters,busbw_gbs,chosen,probe_us,rel\n");
     for (int coll = 0; coll < FR_COLL_COUNT; coll++)
         for (int s = 0; s < g->nsizes; s++) {
             int w = tc_winner(g, coll, s, p);
@@ -263,7 +332,8 @@ void tc_write_csv(FILE *f, const tc_grid_t *g, const tc_policy_t *p, int ranks, 
                 else
                     fprintf(f, ",,,,,,,,0,");
                 if (g->probe[s] > 0) fprintf(f, "%.3f", g->probe[s] * 1e6);
-                fputc('\n', f);
+                if (m->state == TC_OK) fprintf(f, ",%.3f\n", tc_rel(g, c, s));
+                else fputs(",\n", f);
             }
         }
 }

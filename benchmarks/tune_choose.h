@@ -32,10 +32,20 @@ typedef enum {
     TC_STATE_COUNT
 } tc_state_t;
 
+/* How many side-by-side comparisons a measurement remembers. */
+#define TC_HIST 8
+
 typedef struct tc_meas {
     int    state;                   /* tc_state_t */
-    double med, q1, q3, min, max;   /* seconds per call (slowest rank), over the repetitions */
+    double med, q1, q3, min, max;   /* seconds per call (slowest rank), over the repetitions; the latest */
     int    reps, iters;             /* repetitions, calls per repetition */
+    /* Each time this candidate was measured side by side with others of its
+     * collective at this size (tc_compared): its median over the fastest
+     * one's there, the latest TC_HIST of them. Measurements made at
+     * different times are compared only through these ratios, never by
+     * their medians, since the machine may have changed speed between. */
+    double rel[TC_HIST];
+    int    nrel;
 } tc_meas_t;
 
 /* Every candidate at every size. */
@@ -72,19 +82,35 @@ int tc_sizes(uint64_t min, uint64_t max, uint64_t unit, uint64_t *out, int cap);
  * tie_max x best. */
 double tc_noise(const tc_meas_t *best, const tc_meas_t *other, const tc_policy_t *p);
 
+/* Record one side-by-side measurement at size @p s of candidates
+ * list[0..n) (medians just set): for each collective with at least two of
+ * them TC_OK, each one's median over the fastest one's is appended to its
+ * rel[]. A candidate measured alone gains nothing to compare by. */
+void tc_compared(tc_grid_t *g, int s, const int *list, int n);
+
+/* How candidate @p c stands at size @p s, as a multiple of the fastest
+ * TC_OK candidate of its collective there (1: it is the fastest; 0: not
+ * TC_OK). When some candidate of the collective has been compared side by
+ * side at s (rel[]), a compared one's standing is the median of its
+ * ratios, taken relative to the lowest such median, and one never compared
+ * stands by its latest median against the fastest compared one's; when
+ * none has, by medians alone. */
+double tc_rel(const tc_grid_t *g, int c, int s);
+
 /* The fastest TC_OK candidate of collective @p coll at size @p s other
- * than @p except (-1: none excepted), or -1. */
+ * than @p except (-1: none excepted), by tc_rel() (then by median), or -1. */
 int tc_fastest(const tc_grid_t *g, int coll, int s, int except);
 
 /* The winner at size @p s among the candidates of collective @p coll: the
- * fastest TC_OK one, or among those within tc_noise() of it the simplest
- * (then the fastest). -1 when none was measured correct. */
+ * fastest TC_OK one, or among those within tc_noise() of it (as a fraction
+ * of its median, against tc_rel() - 1) the simplest (then the fastest).
+ * -1 when none was measured correct. */
 int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p);
 
 /* Is candidate @p c worth measuring at size @p s? Looks at the nearest
  * sizes below and above s where it was measured: no if it failed its check
- * anywhere, or if it was more than prune x the best at both of them (at one
- * of them when only one exists). Yes when there is nothing to judge by. */
+ * anywhere, or if its tc_rel() was above prune at both of them (at one of
+ * them when only one exists). Yes when there is nothing to judge by. */
 int tc_keep(const tc_grid_t *g, int c, int s, const tc_policy_t *p);
 
 /* Sizes of collective @p coll whose winner differs from the winners of the

@@ -1021,7 +1021,7 @@ Test(tune_choose, write_table_no_winner_only_header)
 
 static const char CSV_HEADER[] =
     "collective,memory,ranks,nodes,ppn,algorithm,params,bytes,state,median_us,q1_us,q3_us,min_us,max_us,"
-    "reps,iters,busbw_gbs,chosen,probe_us";
+    "reps,iters,busbw_gbs,chosen,probe_us,rel";
 
 static void set_full(tc_grid_t *g, int c, int s, int state, double med, double q1, double q3, double mn,
                      double mx, int reps, int iters)
@@ -1061,14 +1061,14 @@ Test(tune_choose, write_csv_rows)
      *   1024 B in 10 us: 0.1024 * 1.5 = 0.1536; in 5 us: 0.3072; 4096 B in 20 us: 0.3072
      * bcast: 4096 B in 2 us: 2.048 */
     const char *want[] = {
-        "allreduce,host,4,2,2,ring,chunk=64K,1024,ok,10.000,9.000,11.000,8.000,12.000,5,100,0.154,0,",
-        "allreduce,host,4,2,2,recursive_doubling,,1024,ok,5.000,4.500,5.500,4.000,6.000,5,100,0.307,1,",
-        "allreduce,host,4,2,2,ring,chunk=64K,4096,ok,20.000,19.000,21.500,18.000,25.000,5,50,0.307,1,0.500",
-        "allreduce,host,4,2,2,recursive_doubling,,4096,failed,,,,,,,,,0,0.500",
-        "allreduce,host,4,2,2,tree,,4096,pruned,,,,,,,,,0,0.500",
-        "bcast,host,4,2,2,binomial,,1024,skipped,,,,,,,,,0,",
-        "bcast,host,4,2,2,binomial,,4096,ok,2.000,1.900,2.100,1.800,2.500,3,10,2.048,1,0.500",
-        "bcast,host,4,2,2,mpi,,1024,declined,,,,,,,,,0,",
+        "allreduce,host,4,2,2,ring,chunk=64K,1024,ok,10.000,9.000,11.000,8.000,12.000,5,100,0.154,0,,2.000",
+        "allreduce,host,4,2,2,recursive_doubling,,1024,ok,5.000,4.500,5.500,4.000,6.000,5,100,0.307,1,,1.000",
+        "allreduce,host,4,2,2,ring,chunk=64K,4096,ok,20.000,19.000,21.500,18.000,25.000,5,50,0.307,1,0.500,1.000",
+        "allreduce,host,4,2,2,recursive_doubling,,4096,failed,,,,,,,,,0,0.500,",
+        "allreduce,host,4,2,2,tree,,4096,pruned,,,,,,,,,0,0.500,",
+        "bcast,host,4,2,2,binomial,,1024,skipped,,,,,,,,,0,,",
+        "bcast,host,4,2,2,binomial,,4096,ok,2.000,1.900,2.100,1.800,2.500,3,10,2.048,1,0.500,1.000",
+        "bcast,host,4,2,2,mpi,,1024,declined,,,,,,,,,0,,",
     };
     const int nwant = (int)(sizeof want / sizeof want[0]);
 
@@ -1089,7 +1089,7 @@ Test(tune_choose, write_csv_rows)
         int commas = 0;
         for (const char *p = l; *p; p++)
             commas += *p == ',';
-        cr_assert_eq(commas, 18, "row '%s' has %d fields", l, commas + 1);
+        cr_assert_eq(commas, 19, "row '%s' has %d fields", l, commas + 1);
         int found = -1;
         for (int i = 0; i < nwant; i++)
             if (strcmp(l, want[i]) == 0)
@@ -1121,9 +1121,9 @@ Test(tune_choose, write_csv_chosen_follows_tie_rule)
     fclose(f);
     /* 1 rank: busbw = algbw = 1024 / 100e-6 / 1e9 = 0.01024; / 102e-6: 0.010039 */
     cr_assert_not_null(strstr(buf, "\nallreduce,cuda,1,1,1,ring,,1024,ok,100.000,100.000,100.000,100.000,"
-                                   "100.000,3,1,0.010,0,\n"), "%s", buf);
+                                   "100.000,3,1,0.010,0,,1.000\n"), "%s", buf);
     cr_assert_not_null(strstr(buf, "\nallreduce,cuda,1,1,1,recursive_doubling,,1024,ok,102.000,102.000,"
-                                   "102.000,102.000,102.000,3,1,0.010,1,\n"), "%s", buf);
+                                   "102.000,102.000,102.000,3,1,0.010,1,,1.020\n"), "%s", buf);
     free(buf);
     tc_grid_free(&g);
 }
@@ -1175,6 +1175,162 @@ Test(tune_choose, two_memory_types_in_one_table_and_csv)
     free(buf);
     tc_grid_free(&h);
     tc_grid_free(&d);
+}
+
+/* ---- 10b. side-by-side comparisons (tc_compared, tc_rel) ---------------- */
+
+/* Set medians for candidates list[0..n) and record them as one side-by-side measurement. */
+static void batch(tc_grid_t *g, int s, const int *list, const double *med_us, int n)
+{
+    for (int i = 0; i < n; i++)
+        ok(g, list[i], s, med_us[i]);
+    tc_compared(g, s, list, n);
+}
+
+/* A grid of @p nc candidates whose first two are allreduce ring (simplicity
+ * 1) and tree (2). */
+static void ring_tree(tc_grid_t *g, int nc, int ns, const uint64_t *sizes)
+{
+    grid(g, nc, ns, sizes);
+    cand(g, 0, AR, "ring", 1, NULL);
+    cand(g, 1, AR, "tree", 2, NULL);
+}
+
+Test(tune_choose, compared_records_ratio_to_fastest_per_collective)
+{
+    tc_grid_t g;
+    const uint64_t sz[1] = { 1024 };
+    ring_tree(&g, 4, 1, sz);
+    cand(&g, 2, AR, "shm", 3, NULL);
+    cand(&g, 3, BC, "binomial", 1, NULL);
+    ok(&g, 0, 0, 30.0);
+    ok(&g, 1, 0, 20.0);
+    meas(&g, 2, 0, TC_FAILED, 1.0);
+    ok(&g, 3, 0, 5.0);
+    const int all[4] = { 0, 1, 2, 3 };
+    tc_compared(&g, 0, all, 4);
+    cr_assert_eq(tc_at(&g, 0, 0)->nrel, 1);
+    cr_assert_float_eq(tc_at(&g, 0, 0)->rel[0], 1.5, 1e-12);
+    cr_assert_eq(tc_at(&g, 1, 0)->nrel, 1);
+    cr_assert_float_eq(tc_at(&g, 1, 0)->rel[0], 1.0, 1e-12);
+    cr_assert_eq(tc_at(&g, 2, 0)->nrel, 0, "a failed candidate is not compared");
+    cr_assert_eq(tc_at(&g, 3, 0)->nrel, 0, "the only bcast candidate has nothing to be compared with");
+    /* one of two measured alone: nothing recorded */
+    const int one[1] = { 0 };
+    tc_compared(&g, 0, one, 1);
+    cr_assert_eq(tc_at(&g, 0, 0)->nrel, 1);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, compared_keeps_the_latest)
+{
+    tc_grid_t g;
+    const uint64_t sz[1] = { 1024 };
+    ring_tree(&g, 2, 1, sz);
+    const int both[2] = { 0, 1 };
+    for (int i = 1; i <= TC_HIST + 2; i++) {
+        const double med[2] = { 10.0, 10.0 + i };
+        batch(&g, 0, both, med, 2);
+    }
+    const tc_meas_t *t = tc_at(&g, 1, 0);
+    cr_assert_eq(t->nrel, TC_HIST);
+    /* the first two (1.1, 1.2) dropped: 1.3 .. 2.0 remain, oldest first */
+    for (int i = 0; i < TC_HIST; i++)
+        cr_assert_float_eq(t->rel[i], 1.0 + (i + 3) / 10.0, 1e-12, "rel[%d] = %g", i, t->rel[i]);
+    /* the median of 1.3 .. 2.0 is 1.65, over ring's 1.0 */
+    cr_assert_float_eq(tc_rel(&g, 1, 0), 1.65, 1e-12);
+    tc_grid_free(&g);
+}
+
+/* The case that made tables stale on the 2-core VM: at 256 KiB the first
+ * measurement saw shm chunk=128K fastest and recursive doubling twice as
+ * slow; a later one, in a slow spell of the machine, measured only the two
+ * shm candidates, both near rd's old figure. Medians from different times
+ * made rd tie and win as the simpler; side by side it is far behind. */
+Test(tune_choose, winner_by_side_by_side_not_by_medians_of_other_times)
+{
+    tc_grid_t g;
+    const uint64_t sz[1] = { 262144 };
+    grid(&g, 3, 1, sz);
+    cand(&g, 0, AR, "shm", 4, "shm chunk=128K");
+    cand(&g, 1, AR, "shm", 4, NULL);
+    cand(&g, 2, AR, "recursive_doubling", 0, NULL);
+    const int all[3] = { 0, 1, 2 }, shms[2] = { 0, 1 };
+    const double first[3] = { 14.62, 18.32, 30.74 }, later[2] = { 31.43, 30.12 };
+    batch(&g, 0, all, first, 3);
+    batch(&g, 0, shms, later, 2);
+    /* shm chunk=128K: median(1, 31.43/30.12) = 1.021748..; shm: median(18.32/14.62, 1) = 1.126539..;
+     * rd: 30.74/14.62 = 2.102599.. */
+    double a = (1 + 31.43 / 30.12) / 2, b = (18.32 / 14.62 + 1) / 2, r = 30.74 / 14.62;
+    cr_assert_eq(tc_fastest(&g, AR, 0, -1), 0);
+    cr_assert_eq(tc_winner(&g, AR, 0, &POL), 0);
+    cr_assert_float_eq(tc_rel(&g, 0, 0), 1.0, 1e-12);
+    cr_assert_float_eq(tc_rel(&g, 1, 0), b / a, 1e-12);
+    cr_assert_float_eq(tc_rel(&g, 2, 0), r / a, 1e-12);
+    cr_assert_eq(tc_fastest(&g, AR, 0, 0), 1, "runner-up");
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, winner_median_of_three_comparisons)
+{
+    /* ring lost once (a slow spell: the latest), won twice: it wins */
+    tc_grid_t g;
+    const uint64_t sz[1] = { 4096 };
+    ring_tree(&g, 2, 1, sz);
+    const int both[2] = { 0, 1 };
+    const double m1[2] = { 10, 12 }, m2[2] = { 10, 11 }, m3[2] = { 13, 10 };
+    batch(&g, 0, both, m1, 2);
+    batch(&g, 0, both, m2, 2);
+    batch(&g, 0, both, m3, 2);
+    /* ring 1, 1, 1.3: median 1; tree 1.2, 1.1, 1: median 1.1 */
+    cr_assert_eq(tc_winner(&g, AR, 0, &POL), 0);
+    cr_assert_float_eq(tc_rel(&g, 1, 0), 1.1, 1e-12);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, rel_of_a_candidate_never_compared)
+{
+    /* ring and tree compared (10 against 12 us); mpi measured alone at 9 us
+     * stands by its median against the fastest compared one's: 0.9 */
+    tc_grid_t g;
+    const uint64_t sz[1] = { 4096 };
+    ring_tree(&g, 3, 1, sz);
+    cand(&g, 2, AR, "mpi", 3, NULL);
+    const int both[2] = { 0, 1 };
+    const double m[2] = { 10, 12 };
+    batch(&g, 0, both, m, 2);
+    ok(&g, 2, 0, 9.0);
+    cr_assert_eq(tc_fastest(&g, AR, 0, -1), 2);
+    cr_assert_float_eq(tc_rel(&g, 0, 0), 1 / 0.9, 1e-12);
+    cr_assert_float_eq(tc_rel(&g, 1, 0), 1.2 / 0.9, 1e-12);
+    cr_assert_float_eq(tc_rel(&g, 2, 0), 1.0, 1e-12);
+    meas(&g, 1, 0, TC_FAILED, 1.0);
+    cr_assert_float_eq(tc_rel(&g, 1, 0), 0.0, 1e-12, "not ok: 0");
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, keep_judges_by_side_by_side)
+{
+    /* tree's latest median at size 0 is 3x ring's, but the two were never
+     * measured at the same time there: side by side it was 1.1x; kept.
+     * At size 2 it was 2.5x ring side by side; with size 0 saying keep, it stays. */
+    tc_grid_t g;
+    const uint64_t sz[3] = { 1024, 2048, 4096 };
+    ring_tree(&g, 2, 3, sz);
+    const int both[2] = { 0, 1 };
+    const double m0[2] = { 10, 11 };
+    batch(&g, 0, both, m0, 2);
+    ok(&g, 1, 0, 30.0);   /* tree alone, later, in a slow spell: its median changes, its comparison stays */
+    cr_assert(tc_keep(&g, 1, 1, &POL));
+    const double m2[2] = { 10, 25 };
+    batch(&g, 2, both, m2, 2);
+    cr_assert(tc_keep(&g, 1, 1, &POL));
+    /* with the side-by-side 1.1 gone (3.5x there now), both neighbours say drop */
+    const double m0b[2] = { 10, 35 };
+    for (int i = 0; i < TC_HIST; i++)
+        batch(&g, 0, both, m0b, 2);
+    cr_assert_not(tc_keep(&g, 1, 1, &POL));
+    tc_grid_free(&g);
 }
 
 /* ---- 11. tc_busbw, tc_state_name ----------------------------------------- */
