@@ -688,7 +688,9 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
         printf("# libfastreduce %s, %d ranks, fastreduce type %s; each column: median over %d blocks of the\n"
                "#   max over ranks of a rank's average time per call, blocks of the columns in turn\n",
                fr_version(), c->nranks, fr_dtype_name(o->dtype), o->blocks);
-        if (table >= 0) printf("# table/best: the table's choice over the fastest forced column (1.00: as fast)\n");
+        if (table >= 0)
+            printf("# table/best: the table's choice over the fastest forced column (1.00: as fast), the median\n"
+                   "#   over blocks of the ratio of their two blocks\n");
         printf("%-*s", OSU_SIZE_W, "# Size");
         for (int k = 0; k < n; k++) {
             char h[64];
@@ -730,13 +732,20 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
                 printf("%-*zu", OSU_SIZE_W, size);
                 for (int k = 0; k < n; k++) {
                     char h[64];
-                    med[k] = median(vmax + k * nb, nb);
+                    double v[MAX_BLOCKS];   /* median() sorts: the blocks stay in order for table/best */
+                    memcpy(v, vmax + k * nb, sizeof v[0] * (size_t)nb);
+                    med[k] = median(v, nb);
                     snprintf(h, sizeof h, "%s(us)", names[k]);
                     printf(" %*.*f", (int)(strlen(h) > 14 ? strlen(h) : 14), OSU_PREC, med[k]);
                     if (k != table && (best < 0 || med[k] < med[best])) best = k;
                 }
                 printf("  %-20s", best >= 0 ? names[best] : "-");
-                if (table >= 0) printf(" %10.3f  %s", best >= 0 ? med[table] / med[best] : 0.0, alg ? alg : "?");
+                /* table/best: the median over blocks of the ratio within a block, where the two
+                 * columns ran one after the other, so a change of the machine's speed between
+                 * blocks does not enter it */
+                double ratio[MAX_BLOCKS];
+                for (int b = 0; best >= 0 && b < nb; b++) ratio[b] = vmax[table * nb + b] / vmax[best * nb + b];
+                if (table >= 0) printf(" %10.3f  %s", best >= 0 ? median(ratio, nb) : 0.0, alg ? alg : "?");
                 printf("\n");
                 fflush(stdout);
             }

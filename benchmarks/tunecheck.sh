@@ -24,9 +24,9 @@ mpirun --version 2>/dev/null | grep -q "Open MPI" || launch=(mpiexec -n "$np")
 export FASTREDUCE_TUNE_FILE=$t
 [ "${launch[0]}" = mpirun ] && launch=(mpirun --oversubscribe --bind-to none -x FASTREDUCE_TUNE_FILE -n "$np")
 "${launch[@]}" "$build/benchmarks/fr_osu_allreduce" -m 4:"$max" \
-    --compare table,shm,recursive_doubling,ring,rabenseifner,tree,mpi >"$out/compare-allreduce.txt"
+    --blocks 11 --compare table,shm,recursive_doubling,ring,rabenseifner,tree,mpi >"$out/compare-allreduce.txt"
 "${launch[@]}" "$build/benchmarks/fr_osu_bcast" -m 4:"$max" \
-    --compare table,shm,binomial,pipeline,scatter_allgather,mpi >"$out/compare-bcast.txt"
+    --blocks 11 --compare table,shm,binomial,pipeline,scatter_allgather,mpi >"$out/compare-bcast.txt"
 for coll in allreduce bcast; do
     awk -v coll="$coll" -v np="$np" '
         /^# Size/ { for (i = 1; i <= NF; i++) if ($i == "table/best") col = i - 1; next }
