@@ -506,6 +506,10 @@ static void run_one(const osu_coll_t *coll, osu_ctx_t *c, int use_mpi)
 /* This rank's average time of one call over a block of n calls, in us. */
 static double time_block(const osu_coll_t *coll, osu_ctx_t *c, int use_mpi, int n)
 {
+    /* one untimed call first: blocks of different kinds (ours and MPI's, or
+     * --compare's columns) take turns, and the first call after another
+     * kind's block finds the caches holding that one's segments and buffers */
+    run_one(coll, c, use_mpi);
     MPI_Barrier(c->mpi_comm);
     double t0 = MPI_Wtime();
     for (int j = 0; j < n; j++) run_one(coll, c, use_mpi);
@@ -716,7 +720,9 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
             }
             for (int b = 0; b < nb; b++)
                 for (int i = 0; i < n; i++) {
-                    int k = (b + i) % n;   /* a different one goes first each block */
+                    /* a different one goes first each block, and every other block in the
+                     * reverse order, so no column always follows the same one */
+                    int k = b % 2 ? (b + n - 1 - i) % n : (b + i) % n;
                     c->comm = comms[k];
                     loc[k * nb + b] = time_block(coll, c, 0, per);
                 }
