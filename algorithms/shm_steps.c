@@ -128,17 +128,30 @@ fr_status_t fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *r
     return FR_SUCCESS;
 }
 
+/* The next slot of a bcast ring whose @p nbuf slots of @p stride bytes
+ * at @p base are used in turn (*n counts the uses, last[] the round that
+ * used each slot last): it becomes round R's, and is free once round
+ * *free_at is done everywhere. */
+static char *ring_slot(char *base, size_t stride, size_t nbuf, uint64_t *n, uint64_t *last, uint64_t R,
+                       uint64_t *free_at)
+{
+    size_t k = (size_t)((*n)++ % nbuf);
+    *free_at = last[k];
+    last[k] = R;
+    return base + k * stride;
+}
+
 fr_status_t fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_t n, fr_copy_fn copy_out)
 {
     fr_shm_t *s = comm->shm;
     uint64_t R = ++s->round[FR_SHM_F_BREADY], free_at;
     char *slot, *at;
-    if (n <= FR_SHM_BSMALL) {
-        /* the small ring: its slot is free once the round that used it last is done */
-        size_t k = (size_t)(s->bsmall_n++ % FR_SHM_BSMALL_NBUF);
-        free_at = s->bsmall_round[k];
-        s->bsmall_round[k] = R;
-        slot = s->bsmall + k * FR_SHM_BSMALL_SLOT;
+    if (n <= FR_SHM_BTINY) {
+        slot = ring_slot(s->btiny, FR_SHM_BTINY_SLOT, FR_SHM_BTINY_NBUF, &s->btiny_n, s->btiny_round, R, &free_at);
+        at = slot + sizeof(uint64_t);
+    } else if (n <= FR_SHM_BSMALL) {
+        slot = ring_slot(s->bsmall, FR_SHM_BSMALL_SLOT, FR_SHM_BSMALL_NBUF, &s->bsmall_n, s->bsmall_round, R,
+                         &free_at);
         at = fr_shm_slot_data(slot, n);
     } else {
         /* the large ring: slot (R-1) % NBUF served round R - NBUF at the latest */

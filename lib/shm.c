@@ -177,12 +177,14 @@ static size_t layout(fr_shm_t *s, size_t per_rank)
     size_t red_off = off;   off += FR_SHM_RED_NBUF * l * s->red_slot;
     size_t bc_off = off;    off += FR_SHM_BCAST_NBUF * s->bc_slot;
     size_t bs_off = off;    off += align_up(FR_SHM_BSMALL_NBUF * FR_SHM_BSMALL_SLOT, 4096);
+    size_t bt_off = off;    off += align_up(FR_SHM_BTINY_NBUF * FR_SHM_BTINY_SLOT, 4096);
     if (s->base) {
         s->flags = (fr_shm_flag_t *)s->base;
         s->small = (char *)s->base + small_off;
         s->red = (char *)s->base + red_off;
         s->bc = (char *)s->base + bc_off;
         s->bsmall = (char *)s->base + bs_off;
+        s->btiny = (char *)s->base + bt_off;
     }
     return off;
 }

@@ -41,6 +41,13 @@ enum { FR_SHM_F_SMALL = 0, FR_SHM_F_ARRIVE, FR_SHM_F_REDUCED, FR_SHM_F_BREADY, F
  * 0.65 us against Open MPI's 0.25; 64 made it 0.25, and 128 0.15-0.18). */
 #define FR_SHM_BSMALL      4096
 #define FR_SHM_BSMALL_NBUF 128
+/* Chunks of up to FR_SHM_BTINY bytes go through a ring of slots of
+ * FR_SHM_BTINY_SLOT bytes (the round word and the data), four to a line:
+ * a reader behind the root gets four broadcasts with one line, as a
+ * point-to-point fast box packs small messages. */
+#define FR_SHM_BTINY       8
+#define FR_SHM_BTINY_SLOT  16
+#define FR_SHM_BTINY_NBUF  512
 /* Buffers of the chunked allreduce. A rank reuses buffer R % 3 at round R
  * once every rank of the node has arrived at round R-1: by then each has
  * finished the allgather of round R-3, also when hier allreduce runs the
@@ -60,6 +67,9 @@ typedef struct fr_shm {
     char          *bsmall;    /* [FR_SHM_BSMALL_NBUF][FR_SHM_BSMALL_SLOT]: the small bcast ring */
     uint64_t       bsmall_n;  /* small bcast chunks so far (the same on every local rank) */
     uint64_t       bsmall_round[FR_SHM_BSMALL_NBUF]; /* the bcast round that last used each small slot */
+    char          *btiny;     /* [FR_SHM_BTINY_NBUF][FR_SHM_BTINY_SLOT]: the tiny bcast ring */
+    uint64_t       btiny_n;   /* tiny bcast chunks so far (the same on every local rank) */
+    uint64_t       btiny_round[FR_SHM_BTINY_NBUF]; /* the bcast round that last used each tiny slot */
     uint64_t       round[FR_SHM_NFLAGS]; /* this rank's local copy of its flag counters */
     uint64_t       back_seen; /* bcast root: the least 'bcast-done' round the flags showed */
     /* How this rank writes data that other ranks read (fr_shm_put): */
