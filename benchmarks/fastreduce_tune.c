@@ -963,13 +963,16 @@ static int check_table(tuner_t *T, double share)
                 char cmp[48] = "";
                 if (mc->nrel > 1) snprintf(cmp, sizeof cmp, ", median of %d comparisons", mc->nrel);
                 if (stale_by(T, coll, s, c, &thr)) {
+                    /* the percentage is the side-by-side standing; the medians are the latest
+                     * measurement's, which may have been taken in another spell than the others */
                     printf("STALE %-9s %6s%s: the table's %s (%s) takes %.2f us; %s takes %.2f us: %.0f%% slower "
-                           "(noise %.0f%%%s)\n", fr_coll_name(coll), sz, mem, g->cand[c].label, where,
+                           "side by side (noise %.0f%%%s)\n", fr_coll_name(coll), sz, mem, g->cand[c].label, where,
                            mc->med * 1e6, g->cand[best].label, mb->med * 1e6, slower * 100, thr * 100, cmp);
                     if (!reported) stale++;
                     reported = 1;
                 } else {
-                    printf("ok    %-9s %6s%s: %s (%s) %.2f us; fastest %s %.2f us (%+.1f%%, noise %.0f%%%s)\n",
+                    printf("ok    %-9s %6s%s: %s (%s) %.2f us; fastest %s %.2f us (%+.1f%% side by side, noise "
+                           "%.0f%%%s)\n",
                            fr_coll_name(coll), sz, mem, g->cand[c].label, where, mc->med * 1e6, g->cand[best].label,
                            mb->med * 1e6, slower * 100, thr * 100, cmp);
                 }
