@@ -720,9 +720,9 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
             }
             for (int b = 0; b < nb; b++)
                 for (int i = 0; i < n; i++) {
-                    /* a different one goes first each block, and every other block in the
-                     * reverse order, so no column always follows the same one */
-                    int k = b % 2 ? (b + n - 1 - i) % n : (b + i) % n;
+                    /* a different one goes first each even block, and each odd block is the
+                     * one before it reversed, so no column always follows the same one */
+                    int k = b % 2 ? (b + n - 2 - i) % n : (b + i) % n;
                     c->comm = comms[k];
                     loc[k * nb + b] = time_block(coll, c, 0, per);
                 }
@@ -750,7 +750,8 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
                  * columns ran one after the other, so a change of the machine's speed between
                  * blocks does not enter it */
                 double ratio[MAX_BLOCKS];
-                for (int b = 0; best >= 0 && b < nb; b++) ratio[b] = vmax[table * nb + b] / vmax[best * nb + b];
+                for (int b = 0; table >= 0 && best >= 0 && b < nb; b++)
+                    ratio[b] = vmax[table * nb + b] / vmax[best * nb + b];
                 if (table >= 0) printf(" %10.3f  %s", best >= 0 ? median(ratio, nb) : 0.0, alg ? alg : "?");
                 printf("\n");
                 fflush(stdout);
