@@ -232,13 +232,15 @@ static void test_bcast_case(fr_dtype_t dt, size_t count)
 
 /* Many bcasts in a row on one communicator, the root moving every call,
  * sizes mixed (a byte: the tiny ring; a cache line, the small ring's
- * largest; chunks of the large ring), a rank arriving late now and then: enough calls that
- * every ring slot is reused several times while its earlier readers may be
- * behind. Each call's bytes depend on the call, so a slot read too early
+ * largest, and one cut in two halves there; chunks of the large ring), a
+ * rank arriving late now and then:
+ * enough calls that every slot of the small and large rings is reused
+ * several times while its earlier readers may be behind (the tiny ring's
+ * own streams follow). Each call's bytes depend on the call, so a slot read too early
  * or overwritten too soon shows. */
 static void test_bcast_stream(void)
 {
-    static const size_t sizes[] = { 1, 8, 9, 56, 57, 700, 4096, 5000, 70000 };
+    static const size_t sizes[] = { 1, 8, 9, 56, 57, 700, 3001, 4096, 5000, 70000 };
     const int ncalls = 1500;
     unsigned char *expect = tu_alloc(70000), *buf = tu_alloc(70000);
     for (int c = 0; c < n_bcc; c++) {
@@ -246,7 +248,7 @@ static void test_bcast_stream(void)
         tu_begin("bcast stream algo=%s: %d calls, roots and sizes changing", ce->algo ? ce->algo : "default",
                  ncalls);
         int bad = -1;
-        for (int i = 0; i < ncalls && bad < 0; i++) {
+        for (int i = 0; i < ncalls; i++) {   /* (every rank makes every call, even after a wrong one) */
             int root = i % np;
             size_t nb = sizes[i % (sizeof sizes / sizeof sizes[0])];
             fill_pattern(expect, nb, tu_hash3(0xB5, (uint64_t)i, (uint64_t)root));
@@ -254,26 +256,31 @@ static void test_bcast_stream(void)
             else memset(buf, 0x5A ^ me, nb);
             if (i % 37 == 0 && me == (i / 37) % np) usleep(300);
             fr_status_t st = fr_bcast(buf, nb, FR_INT8, root, ce->comm);
-            if (st != FR_SUCCESS || memcmp(buf, expect, nb)) bad = i;
+            if (bad < 0 && (st != FR_SUCCESS || memcmp(buf, expect, nb))) bad = i;
         }
         TU_CHECK(bad < 0, "call %d (root %d, %zu bytes) gave a wrong result or failed", bad, bad % np,
                  bad < 0 ? (size_t)0 : sizes[bad % (sizeof sizes / sizeof sizes[0])]);
         /* one root far ahead: the last rank starts late, so the root fills
          * every slot of a ring and must wait for it before reusing one:
          * the tiny ring (8 bytes a call), then the small ring (100 bytes
-         * every other call) */
-        for (int phase = 0; phase < 2; phase++) {
-            const int n = phase ? 400 : 1200;
-            tu_begin("bcast stream algo=%s: %d calls of %s from rank 0, the last rank late",
-                     ce->algo ? ce->algo : "default", n, phase ? "8 and 100 bytes" : "8 bytes");
+         * every other call); then the tiny ring with the root moving every
+         * call (each root's view of the other ranks' progress differs) */
+        for (int phase = 0; phase < 3; phase++) {
+            static const char *const what[3] = { "8 bytes from rank 0", "8 and 100 bytes from rank 0",
+                                                 "8 bytes, the root moving" };
+            const int n = phase == 1 ? 400 : 1200;
+            tu_begin("bcast stream algo=%s: %d calls of %s, the last rank late", ce->algo ? ce->algo : "default",
+                     n, what[phase]);
             bad = -1;
             if (me == np - 1 && np > 1) usleep(20000);
             for (int i = 0; i < n; i++) {
-                size_t nb = phase && i % 2 == 0 ? 100 : 8;
+                size_t nb = phase == 1 && i % 2 == 0 ? 100 : 8;
+                int root = phase == 2 ? i % np : 0;
                 fill_pattern(expect, nb, tu_hash3(0xB6 + phase, (uint64_t)i, 0));
-                if (me == 0) memcpy(buf, expect, nb);
+                if (me == root) memcpy(buf, expect, nb);
                 else memset(buf, 0x5A ^ me, nb);
-                fr_status_t st = fr_bcast(buf, nb, FR_INT8, 0, ce->comm);
+                if (phase == 2 && i % 97 == 0 && me == (i / 97) % np) usleep(2000);
+                fr_status_t st = fr_bcast(buf, nb, FR_INT8, root, ce->comm);
                 if (bad < 0 && (st != FR_SUCCESS || memcmp(buf, expect, nb))) bad = i;
             }
             TU_CHECK(bad < 0, "call %d gave a wrong result or failed", bad);
