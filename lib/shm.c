@@ -258,6 +258,56 @@ static int stream_setting(const struct fr_comm *comm)
     return -1;
 }
 
+/* Bytes of memory this node can still give (MemAvailable, and no more than
+ * the cgroup's limit less its use where there is one); 0 when unknown. */
+static uint64_t memory_available(void)
+{
+    uint64_t avail = 0, kb;
+    char line[128];
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %llu kB", (unsigned long long *)&kb) == 1) avail = kb * 1024;
+        fclose(f);
+    }
+    uint64_t max = 0, cur = 0;
+    f = fopen("/sys/fs/cgroup/memory.max", "r");
+    if (f) {
+        if (fscanf(f, "%llu", (unsigned long long *)&max) != 1) max = 0;   /* "max": no limit */
+        fclose(f);
+    }
+    f = fopen("/sys/fs/cgroup/memory.current", "r");
+    if (f) {
+        if (fscanf(f, "%llu", (unsigned long long *)&cur) != 1) cur = 0;
+        fclose(f);
+    }
+    if (max && (!avail || max - (cur < max ? cur : max) < avail)) avail = max - (cur < max ? cur : max);
+    return avail;
+}
+
+/* Local rank 0 sees whether the node can hold the segment: more than half
+ * the memory available there is refused (filling memfd pages beyond what
+ * the node has brings the kernel's OOM killer, not an error). The answer
+ * is shared with the node's ranks; FR_SUCCESS or FR_ERR_NO_MEMORY (or MPI). */
+static fr_status_t check_fits(struct fr_comm *comm, const fr_shm_t *s, uint64_t per_rank, size_t size)
+{
+    unsigned long long v[2] = { 0, 0 };   /* too big, bytes available */
+    if (s->lrank == 0) {
+        v[1] = memory_available();
+        v[0] = size == SIZE_MAX || (v[1] && (uint64_t)size > v[1] / 2);
+    }
+    if (PMPI_Bcast(v, 2, MPI_UNSIGNED_LONG_LONG, 0, comm->node_comm) != MPI_SUCCESS)
+        return FR_ERROR(FR_ERR_MPI, "shm: an MPI call failed before sharing the node's segment");
+    char what[48];
+    if (size == SIZE_MAX) snprintf(what, sizeof what, "a segment of over a PiB");
+    else snprintf(what, sizeof what, "a %zu-byte segment", size);
+    if (v[0])
+        return FR_ERROR(FR_ERR_NO_MEMORY, "shm: FASTREDUCE_SHM_SIZE=%llu bytes a rank makes %s for this node's "
+                        "%d ranks, more than half of the %llu bytes of memory available there; set a smaller "
+                        "FASTREDUCE_SHM_SIZE", (unsigned long long)per_rank, what, s->lsize, v[1]);
+    return FR_SUCCESS;
+}
+
 static uint64_t per_rank_size(void)
 {
     uint64_t per_rank = fr_env_size("FASTREDUCE_SHM_SIZE");
@@ -300,7 +350,14 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     memset(s->tmp, 1, FR_SHM_SCRATCH);
     s->copy_ns_per_byte = copy_rate(s->tmp);
     uint64_t per_rank = per_rank_size();
-    s->size = layout(s, per_rank);
+    /* (a size no node has: kept from overflowing the layout's sums) */
+    s->size = per_rank > ((uint64_t)1 << 50) / (uint64_t)s->lsize ? SIZE_MAX : layout(s, per_rank);
+    fr_status_t fits = check_fits(comm, s, per_rank, s->size);
+    if (fits != FR_SUCCESS) {
+        free(s->tmp);
+        free(s);
+        return fits;
+    }
 
     /* First an anonymous memfd, which peers open through /proc/PID/fd/N:
      * it never has a name, so nothing can be left behind whatever happens.

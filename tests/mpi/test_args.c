@@ -254,6 +254,43 @@ static void test_create(void)
 /* A bad value of setting @p var (through the environment, or, with how
  * "config", FASTREDUCE_ALGO through fr_config_t.algo): a warning containing
  * @p bad (where @p warns), and a working communicator. */
+/* FASTREDUCE_SHM_SIZE larger than the node can hold: fr_comm_create fails
+ * on every rank with FR_ERR_NO_MEMORY and a detail naming the setting (one
+ * rank alone shares no segment and succeeds); nothing is left allocated
+ * that stops a normal communicator afterwards. Before, filling the segment
+ * brought the kernel's OOM killer. */
+static void test_oversized_shm(const char *size)
+{
+    const char *old = getenv("FASTREDUCE_SHM_SIZE");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("FASTREDUCE_SHM_SIZE", size, 1);
+    tu_begin("FASTREDUCE_SHM_SIZE=%s: fr_comm_create refuses it", size);
+    fr_comm_t c = NULL;
+    fr_status_t st = fr_comm_create(MPI_COMM_WORLD, NULL, &c);
+    if (np == 1) {
+        TU_CHECK(st == FR_SUCCESS && c, "one rank shares no segment, yet fr_comm_create returned %s",
+                 tu_status(st));
+    } else {
+        TU_CHECK(st == FR_ERR_NO_MEMORY && !c, "returned %s", tu_status(st));
+        TU_CHECK(strstr(fr_last_error(), "FASTREDUCE_SHM_SIZE") != NULL, "the detail does not name the "
+                 "setting: %s", fr_last_error());
+    }
+    if (c) fr_comm_destroy(c);
+    if (saved) setenv("FASTREDUCE_SHM_SIZE", saved, 1);
+    else unsetenv("FASTREDUCE_SHM_SIZE");
+    free(saved);
+    tu_begin("FASTREDUCE_SHM_SIZE=%s: a communicator afterwards works", size);
+    c = NULL;
+    st = fr_comm_create(MPI_COMM_WORLD, NULL, &c);
+    int32_t a[3] = { me, 1, -me }, b[3];
+    if (TU_CHECK(st == FR_SUCCESS, "fr_comm_create returned %s", tu_status(st))) {
+        st = fr_allreduce(a, b, 3, FR_INT32, FR_SUM, c);
+        TU_CHECK(st == FR_SUCCESS && b[0] == np * (np - 1) / 2 && b[1] == np && b[2] == -b[0],
+                 "fr_allreduce returned %s, %d %d %d", tu_status(st), b[0], b[1], b[2]);
+        fr_comm_destroy(c);
+    }
+}
+
 static void test_bad_setting(const char *how, const char *var, const char *spec, const char *bad, int warns)
 {
     const char *old = getenv(var);
@@ -658,6 +695,8 @@ int main(int argc, char **argv)
     test_bad_setting("config", "FASTREDUCE_ALGO", "allreduce=bogus_allreduce", "bogus_allreduce", 1);
     test_bad_setting("env", "FASTREDUCE_ALGO", "bcast=bogus_bcast,allreduce=ring", "bogus_bcast", 1);
     test_bad_setting("env", "FASTREDUCE_SHM_STREAM", "sometimes", "FASTREDUCE_SHM_STREAM=sometimes", 1);
+    test_oversized_shm("400G");
+    test_oversized_shm("9000000T");
     t[3] = MPI_Wtime();
     test_fr_allreduce_mpi();
     t[4] = MPI_Wtime();
