@@ -658,6 +658,16 @@ static int contenders(const tuner_t *T, int coll, int s, int *list)
     return rivals(T, coll, s, 1.25, list);
 }
 
+/* The contenders, and candidate @p also (-1: none) when it is not among
+ * them. */
+static int contenders_and(const tuner_t *T, int coll, int s, int also, int *list)
+{
+    int n = contenders(T, coll, s, list), in = 0;
+    for (int i = 0; i < n; i++) in |= list[i] == also;
+    if (also >= 0 && !in) list[n++] = also;
+    return n;
+}
+
 /* A second look, later than the sweep, at every size where some candidate
  * is within 1.5x of the fastest: those candidates side by side again, so
  * that no choice rests on one comparison made in one spell of the machine
@@ -702,11 +712,9 @@ static void second_look(tuner_t *T)
  * took the size from. */
 static int lone_win_list(const tuner_t *T, int coll, int s, int *list)
 {
-    int n = contenders(T, coll, s, list), around = -1, in = 0;
+    int around = -1;
     for (int t = s - 1; t >= 0 && around < 0; t--) around = tc_winner(&T->g, coll, t, &T->pol);
-    for (int i = 0; i < n; i++) in |= list[i] == around;
-    if (around >= 0 && !in && tc_at(&T->g, around, s)->state == TC_OK) list[n++] = around;
-    return n;
+    return contenders_and(T, coll, s, around >= 0 && tc_at(&T->g, around, s)->state == TC_OK ? around : -1, list);
 }
 
 /* Measure the disputed sizes (tc_disputed) again, their contenders side by
@@ -908,8 +916,7 @@ static int check_table(tuner_t *T, double share)
             if (!sample[s] || c < 0 || tc_at(g, c, s)->state == TC_OK || tc_at(g, c, s)->state == TC_FAILED ||
                 tc_at(g, c, s)->state == TC_DECLINED)
                 continue;
-            int list[MAX_CANDS], n = contenders(T, coll, s, list);
-            list[n++] = c;
+            int list[MAX_CANDS], n = contenders_and(T, coll, s, c, list);
             measure_size(T, s, list, n, 1, 0);
         }
     /* a choice that is not the winner is measured again beside its contenders, and once more if it
@@ -922,9 +929,7 @@ static int check_table(tuner_t *T, double share)
                 double thr;
                 if (!sample[s] || c < 0 || tc_at(g, c, s)->state != TC_OK) continue;
                 if (round == 0 ? tc_winner(g, coll, s, &T->pol) == c : !stale_by(T, coll, s, c, &thr)) continue;
-                int list[MAX_CANDS], n = contenders(T, coll, s, list), in = 0;
-                for (int i = 0; i < n; i++) in |= list[i] == c;
-                if (!in) list[n++] = c;
+                int list[MAX_CANDS], n = contenders_and(T, coll, s, c, list);
                 if (n < 2) continue;
                 measure_size(T, s, list, n, 1, 0);
             }

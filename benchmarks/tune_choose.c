@@ -100,35 +100,45 @@ void tc_compared(tc_grid_t *g, int s, const int *list, int n)
     }
 }
 
-/* Each TC_OK candidate's standing before it is made relative (tc_rel()). */
-static double standing(const tc_grid_t *g, int c, int s)
+/* What the candidates of a collective at one size stand against: the
+ * fastest by median (fm), and the one with the lowest median ratio (fc,
+ * -1 when none was compared side by side) with that ratio (low). */
+typedef struct { int fm, fc; double low; } basis_t;
+
+static basis_t basis(const tc_grid_t *g, int coll, int s)
 {
-    const tc_meas_t *m = tc_at(g, c, s);
-    int coll = g->cand[c].coll, fc = -1, fm = -1;
-    double low = 0;
+    basis_t b = { -1, -1, 0 };
     for (int k = 0; k < g->ncand; k++) {
         const tc_meas_t *o = tc_at(g, k, s);
         if (g->cand[k].coll != coll || o->state != TC_OK) continue;
-        if (fm < 0 || o->med < tc_at(g, fm, s)->med) fm = k;
+        if (b.fm < 0 || o->med < tc_at(g, b.fm, s)->med) b.fm = k;
         double r = rel_median(o);
-        if (r > 0 && (fc < 0 || r < low || (r == low && o->med < tc_at(g, fc, s)->med))) {
-            fc = k;
-            low = r;
+        if (r > 0 && (b.fc < 0 || r < b.low || (r == b.low && o->med < tc_at(g, b.fc, s)->med))) {
+            b.fc = k;
+            b.low = r;
         }
     }
-    if (fc < 0) return m->med / tc_at(g, fm, s)->med;
-    if (m->nrel > 0) return rel_median(m) / low;
-    return m->med / tc_at(g, fc, s)->med;
+    return b;
+}
+
+/* A TC_OK candidate's standing before it is made relative (tc_rel()). */
+static double standing(const tc_grid_t *g, const basis_t *b, int c, int s)
+{
+    const tc_meas_t *m = tc_at(g, c, s);
+    if (b->fc < 0) return m->med / tc_at(g, b->fm, s)->med;
+    if (m->nrel > 0) return rel_median(m) / b->low;
+    return m->med / tc_at(g, b->fc, s)->med;
 }
 
 double tc_rel(const tc_grid_t *g, int c, int s)
 {
     if (tc_at(g, c, s)->state != TC_OK || tc_at(g, c, s)->med <= 0) return 0;
-    double mine = standing(g, c, s), low = mine;
+    basis_t b = basis(g, g->cand[c].coll, s);
+    double mine = standing(g, &b, c, s), low = mine;
     for (int k = 0; k < g->ncand; k++) {
         const tc_meas_t *o = tc_at(g, k, s);
         if (g->cand[k].coll != g->cand[c].coll || o->state != TC_OK || o->med <= 0) continue;
-        double r = standing(g, k, s);
+        double r = standing(g, &b, k, s);
         if (r < low) low = r;
     }
     return mine / low;
@@ -136,12 +146,13 @@ double tc_rel(const tc_grid_t *g, int c, int s)
 
 int tc_fastest(const tc_grid_t *g, int coll, int s, int except)
 {
+    basis_t b = basis(g, coll, s);
     int best = -1;
     double br = 0;
     for (int c = 0; c < g->ncand; c++) {
         const tc_meas_t *m = tc_at(g, c, s);
         if (c == except || g->cand[c].coll != coll || m->state != TC_OK || m->med <= 0) continue;
-        double r = standing(g, c, s);
+        double r = standing(g, &b, c, s);
         if (best < 0 || r < br || (r == br && m->med < tc_at(g, best, s)->med)) {
             best = c;
             br = r;
@@ -154,17 +165,20 @@ int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p)
 {
     int best = tc_fastest(g, coll, s, -1);
     if (best < 0) return -1;
+    basis_t bs = basis(g, coll, s);
     const tc_meas_t *b = tc_at(g, best, s);
-    double rb = standing(g, best, s);
+    double rb = standing(g, &bs, best, s), rw = rb;
     int win = best;
     for (int c = 0; c < g->ncand; c++) {
         const tc_meas_t *m = tc_at(g, c, s);
         if (g->cand[c].coll != coll || m->state != TC_OK || m->med <= 0 || c == win) continue;
-        double rc = standing(g, c, s), rw = standing(g, win, s);
+        double rc = standing(g, &bs, c, s);
         if (rc / rb - 1 > tc_noise(b, m, p) / b->med) continue;
         if (g->cand[c].simplicity < g->cand[win].simplicity ||
-            (g->cand[c].simplicity == g->cand[win].simplicity && rc < rw))
+            (g->cand[c].simplicity == g->cand[win].simplicity && rc < rw)) {
             win = c;
+            rw = rc;
+        }
     }
     return win;
 }
