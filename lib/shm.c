@@ -258,6 +258,17 @@ static int stream_setting(const struct fr_comm *comm)
     return -1;
 }
 
+/* The number a file starts with; 0 when it cannot be read or is not one. */
+static uint64_t file_number(const char *path)
+{
+    unsigned long long v = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    if (fscanf(f, "%llu", &v) != 1) v = 0;
+    fclose(f);
+    return v;
+}
+
 /* Bytes of memory this node can still give (MemAvailable, and no more than
  * the cgroup's limit less its use where there is one); 0 when unknown. */
 static uint64_t memory_available(void)
@@ -270,18 +281,11 @@ static uint64_t memory_available(void)
             if (sscanf(line, "MemAvailable: %llu kB", (unsigned long long *)&kb) == 1) avail = kb * 1024;
         fclose(f);
     }
-    uint64_t max = 0, cur = 0;
-    f = fopen("/sys/fs/cgroup/memory.max", "r");
-    if (f) {
-        if (fscanf(f, "%llu", (unsigned long long *)&max) != 1) max = 0;   /* "max": no limit */
-        fclose(f);
+    uint64_t max = file_number("/sys/fs/cgroup/memory.max"), cur = file_number("/sys/fs/cgroup/memory.current");
+    if (max) {   /* ("max" reads as 0: no limit) */
+        uint64_t room = cur < max ? max - cur : 0;
+        if (!avail || room < avail) avail = room;
     }
-    f = fopen("/sys/fs/cgroup/memory.current", "r");
-    if (f) {
-        if (fscanf(f, "%llu", (unsigned long long *)&cur) != 1) cur = 0;
-        fclose(f);
-    }
-    if (max && (!avail || max - (cur < max ? cur : max) < avail)) avail = max - (cur < max ? cur : max);
     return avail;
 }
 
