@@ -31,7 +31,7 @@ void fr_backoff(uint64_t *polls, uint64_t spin)
     else cpu_relax();
 }
 
-#define FR_SHM_SLOW  12.0
+#define FR_SHM_SLOW  12.0    /* FASTREDUCE_SHM_STREAM=auto; auto:R sets another */
 #define FR_SHM_PROBE 64u
 
 static uint64_t now_ns(void)
@@ -55,7 +55,7 @@ void fr_shm_put(fr_shm_t *s, void *dst, const void *src, size_t n)
     fr_copy(dst, src, n);
     double dt = (double)(now_ns() - t0);
     /* (the 200 ns absorb a first miss or two on the smallest puts) */
-    int slow = dt > FR_SHM_SLOW * s->copy_ns_per_byte * (double)n + 200.0;
+    int slow = dt > s->slow_ratio * s->copy_ns_per_byte * (double)n + 200.0;
     /* two slow puts in a row before streaming: one may have been preempted */
     s->slow_puts = slow ? s->slow_puts + 1 : 0;
     int streaming = s->streaming ? slow : s->slow_puts >= 2;
@@ -248,13 +248,26 @@ static int map_segment(struct fr_comm *comm, fr_shm_t *s, int use_memfd)
     return rc != MPI_SUCCESS ? -1 : any;
 }
 
-/* FASTREDUCE_SHM_STREAM: -1 auto, 0, 1; a bad value warns on rank 0. */
-static int stream_setting(const struct fr_comm *comm)
+/* FASTREDUCE_SHM_STREAM: -1 auto, 0, 1; auto:R sets *slow to R (else
+ * FR_SHM_SLOW). A bad value warns on rank 0 and means auto. */
+static int stream_setting(const struct fr_comm *comm, double *slow)
 {
     const char *mode = fr_env("FASTREDUCE_SHM_STREAM");
-    if (mode && (!strcmp(mode, "0") || !strcmp(mode, "1"))) return mode[0] - '0';
-    if (mode && strcmp(mode, "auto") && comm->rank == 0)
-        FR_WARN(FR_SUB_SHM, "FASTREDUCE_SHM_STREAM=%s is not auto, 0 or 1; using auto", mode);
+    *slow = FR_SHM_SLOW;
+    if (!mode || !strcmp(mode, "auto")) return -1;
+    if (!strcmp(mode, "0") || !strcmp(mode, "1")) return mode[0] - '0';
+    if (!strncmp(mode, "auto:", 5)) {
+        char *end;
+        errno = 0;
+        double r = strtod(mode + 5, &end);
+        if (mode[5] && !*end && !errno && r >= 0 && r <= 1e6) {
+            *slow = r;
+            return -1;
+        }
+    }
+    if (comm->rank == 0)
+        FR_WARN(FR_SUB_SHM, "FASTREDUCE_SHM_STREAM=%s is not auto, auto:RATIO (a number from 0 to 1e6), 0 or 1; "
+                "using auto", mode);
     return -1;
 }
 
@@ -332,7 +345,8 @@ size_t fr_shm_bcast_cap(void)
 fr_status_t fr_shm_create(struct fr_comm *comm)
 {
     comm->shm = NULL;
-    int stream_mode = stream_setting(comm);
+    double slow_ratio;
+    int stream_mode = stream_setting(comm, &slow_ratio);
     if (comm->local_size < 2) return FR_SUCCESS;
     fr_shm_t *s = calloc(1, sizeof *s);
     char *tmp = aligned_alloc(4096, FR_SHM_SCRATCH);
@@ -349,6 +363,7 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     s->lrank = comm->local_rank;
     s->lsize = comm->local_size;
     s->stream_mode = stream_mode;
+    s->slow_ratio = slow_ratio;
     s->tmp = tmp;
     /* the private copy rate that fr_shm_put compares with */
     memset(s->tmp, 1, FR_SHM_SCRATCH);

@@ -77,6 +77,7 @@ typedef struct fr_shm {
     int            streaming;    /* auto: streaming stores now */
     unsigned       probe;        /* auto: streaming puts left before the next timed plain one */
     unsigned       slow_puts;    /* auto: timed plain puts in a row that ran slow */
+    double         slow_ratio;   /* auto: a plain put is slow past this many times a private copy */
     double         copy_ns_per_byte; /* a plain copy between private buffers, measured at creation */
     char          *tmp;          /* FR_SHM_SCRATCH bytes: the copy-rate measurement at creation,
                                     then (its first FR_SHM_TMP) a reduction's output before a
@@ -93,9 +94,9 @@ typedef struct fr_shm {
  * store must first take each line back from the reader's cache. Near the
  * reader (a shared L3) that is cheap; across dies or sockets it runs ten
  * times slower than a copy. In auto mode a put times its plain copy and,
- * when two in a row ran many times slower than a private copy (FR_SHM_SLOW
- * in shm.c), the next ones use streaming stores (no line is fetched), with
- * a timed plain put every FR_SHM_PROBE puts to notice when the ranks are
+ * when two in a row ran many times slower than a private copy (s->slow_ratio:
+ * FR_SHM_SLOW in shm.c, or R of FASTREDUCE_SHM_STREAM=auto:R), the next ones
+ * use streaming stores (no line is fetched), with a timed plain put every FR_SHM_PROBE puts to notice when the ranks are
  * near again. */
 void fr_shm_put(fr_shm_t *s, void *dst, const void *src, size_t n);
 /* Whether puts are streaming now (a reduction's output then goes into the

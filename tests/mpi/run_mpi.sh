@@ -176,6 +176,13 @@ for np in 2 3 4 5 6; do
     run_one "$np" "FASTREDUCE_SHM_STREAM=1" test_coll --algo shm
 done
 run_one 4 "FASTREDUCE_SHM_STREAM=1 FASTREDUCE_NODE_SIZE=2" test_coll --quick --algo hier
+# The auto switch itself: with auto:0 every timed plain put of over 200 ns
+# counts as slow (4 KiB ones take about 300 ns here), so a rank goes over to
+# streaming stores after two puts, within a run and within a call: results
+# before and after the switch, and the switch logged.
+run_one 3 "FASTREDUCE_SHM_STREAM=auto:0 FASTREDUCE_DEBUG=TRACE FASTREDUCE_DEBUG_SUBSYS=SHM" test_coll --quick --algo shm
+nsw=$(grep -cE 'fastreduce TRACE .*shm: a plain put of [0-9]+ bytes took [0-9]+ ns .*: streaming stores from now$' "$last_log")
+pass_fail "$([ "$nsw" -gt 0 ] && echo 1 || echo 0)" "np=3 FASTREDUCE_SHM_STREAM=auto:0: $nsw switches to streaming stores logged (log: $last_log)"
 for np in 1 2 3; do
     run_one "$np" "" test_args
 done

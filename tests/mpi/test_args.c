@@ -695,6 +695,10 @@ int main(int argc, char **argv)
     test_bad_setting("config", "FASTREDUCE_ALGO", "allreduce=bogus_allreduce", "bogus_allreduce", 1);
     test_bad_setting("env", "FASTREDUCE_ALGO", "bcast=bogus_bcast,allreduce=ring", "bogus_bcast", 1);
     test_bad_setting("env", "FASTREDUCE_SHM_STREAM", "sometimes", "FASTREDUCE_SHM_STREAM=sometimes", 1);
+    test_bad_setting("env", "FASTREDUCE_SHM_STREAM", "auto:", "FASTREDUCE_SHM_STREAM=auto: is not", 1);
+    test_bad_setting("env", "FASTREDUCE_SHM_STREAM", "auto:-1", "FASTREDUCE_SHM_STREAM=auto:-1 is not", 1);
+    test_bad_setting("env", "FASTREDUCE_SHM_STREAM", "auto:3x", "FASTREDUCE_SHM_STREAM=auto:3x is not", 1);
+    test_bad_setting("env", "FASTREDUCE_SHM_STREAM", "auto:nan", "FASTREDUCE_SHM_STREAM=auto:nan is not", 1);
     test_oversized_shm("400G");
     test_oversized_shm("9000000T");
     t[3] = MPI_Wtime();
