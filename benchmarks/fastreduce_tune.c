@@ -276,6 +276,7 @@ static void force(tuner_t *T, const tc_cand_t *k)
                              .bytes = { 0, FR_INF }, .alg = k->alg, .chunk = k->chunk, .fanout = k->fanout,
                              .across = k->across, .proto = k->proto, .src = FR_SRC_TUNE, .line = 1 };
     T->comm->table = (fr_table_t){ .rules = &T->forced, .n = 1, .cap = 1 };
+    fr_select_index(T->comm);
 }
 
 static fr_call_t call_of(const tuner_t *T, int coll, uint64_t bytes)
@@ -831,6 +832,7 @@ static int choice(tuner_t *T, fr_table_t *tab, int coll, uint64_t bytes, int *ru
 {
     fr_call_t call = call_of(T, coll, bytes);
     T->comm->table = *tab;
+    fr_select_index(T->comm);
     const fr_alg_t *a = fr_select_choose(T->comm, &call, rule);
     int alg = fr_alg_lookup(coll, a->name);
     for (int c = 0; c < T->g.ncand; c++) {
@@ -989,6 +991,7 @@ static int check_table(tuner_t *T, double share)
                T->skipped ? "; the budget cut some" : "");
     }
     T->comm->table = (fr_table_t){0};
+    fr_select_index(T->comm);
     fr_table_free(&tab);
     MPI_Bcast(&stale, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return stale ? 3 : 0;
@@ -1163,6 +1166,7 @@ int main(int argc, char **argv)
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
 done:
     T.comm->table = T.own;
+    fr_select_index(T.comm);
     free(T.sbuf);
     free(T.rbuf);
     bd_free(T.dsbuf);

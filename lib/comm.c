@@ -152,6 +152,7 @@ static void free_comm(struct fr_comm *c)
     fr_shm_destroy(c);
     fr_ucx_destroy(c);
     fr_table_free(&c->table);
+    free(c->sel);
     int fin = 0;
     MPI_Finalized(&fin);
     /* After MPI_Finalize no communicator may be freed; the memory still is. */

@@ -56,6 +56,12 @@ struct fr_comm {
     struct fr_ucx *ucx;        /* UCX worker and endpoints */
     struct fr_shm *shm;        /* the node's shared-memory segment (NULL if none) */
     fr_table_t   table;        /* the resolved selection table (same on every rank) */
+    /* The rules of table that can match this communicator (its nodes and
+     * ranks per node), in order: those of collective k and memory type m
+     * (0 host, 1 device) are sel[sel_at[2k+m] .. sel_at[2k+m+1]); NULL:
+     * none listed (fr_select_index). */
+    int         *sel;
+    int          sel_at[2 * FR_COLL_COUNT + 1];
     uint64_t     seq;          /* number of collectives started on this communicator */
     void        *scratch;      /* grow-only scratch buffer for algorithms */
     size_t       scratch_size;
@@ -119,6 +125,12 @@ fr_status_t fr_agreed(fr_status_t st, int worst, const char *what);
 /* lib/select.c: build the table on rank 0 from FASTREDUCE_ALGO, _TUNE,
  * _TUNE_FILE (or @p config) and the default, and broadcast it (collective). */
 fr_status_t fr_select_load(struct fr_comm *comm, const fr_config_t *config);
+
+/* lib/select.c: list the rules of comm->table that can match comm (sel,
+ * sel_at). Whoever changes comm->table after fr_comm_create (the tuner
+ * does, to force each candidate) calls it again; when it cannot allocate,
+ * calls scan the whole table. */
+void fr_select_index(struct fr_comm *comm);
 
 /* lib/select.c: the algorithm the table gives @p call (whose coll, mem,
  * count and bytes are set): the first matching rule whose algorithm

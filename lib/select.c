@@ -157,7 +157,25 @@ fr_status_t fr_select_load(struct fr_comm *c, const fr_config_t *cfg)
     FR_CHECK(fr_agree(c->mpi, st, "tuning table allocation"));
     if (n > 0 && PMPI_Bcast(c->table.rules, (int)(n * (long)sizeof(fr_rule_t)), MPI_BYTE, 0, c->mpi) != MPI_SUCCESS)
         return FR_ERROR(FR_ERR_MPI, "broadcast of the tuning table failed");
+    fr_select_index(c);
     return FR_SUCCESS;
+}
+
+/* See comm.h. */
+void fr_select_index(struct fr_comm *c)
+{
+    free(c->sel);
+    c->sel = malloc(sizeof(int) * (size_t)(2 * FR_COLL_COUNT * c->table.n + 1));
+    if (!c->sel) return;   /* (calls scan the whole table) */
+    int k = 0;
+    for (int g = 0; g < 2 * FR_COLL_COUNT; g++) {
+        c->sel_at[g] = k;
+        unsigned mem = g % 2 ? FR_MEM_CUDA : FR_MEM_HOST;
+        for (int i = -1; (i = fr_table_match_shape(&c->table, i + 1, g / 2, mem, (uint64_t)c->nnodes,
+                                                   (uint64_t)c->ppn)) >= 0;)
+            c->sel[k++] = i;
+    }
+    c->sel_at[2 * FR_COLL_COUNT] = k;
 }
 
 /* The last resort: the MPI library's own for host buffers, the staged path
@@ -167,12 +185,29 @@ static int fallback_alg(fr_coll_t coll, fr_mem_t mem)
     return fr_alg_lookup(coll, mem == FR_MEM_CUDA ? "staged" : "mpi");
 }
 
+/* The next rule matching @p call from position *k on (in c->sel, group
+ * @p g; without it, in the table), or -1; *k moves past it. */
+static int next_rule(const struct fr_comm *c, const fr_call_t *call, int g, int *k)
+{
+    if (!c->sel) {
+        int i = fr_table_match(&c->table, *k, call->coll, call->mem, (uint64_t)c->nnodes, (uint64_t)c->ppn,
+                               call->bytes);
+        *k = i + 1;
+        return i;
+    }
+    while (*k < c->sel_at[g + 1]) {
+        int i = c->sel[(*k)++];
+        if (fr_range_has(&c->table.rules[i].bytes, call->bytes)) return i;
+    }
+    return -1;
+}
+
 /* See comm.h. */
 const fr_alg_t *fr_select_choose(struct fr_comm *c, fr_call_t *call, int *rule)
 {
-    int i = -1;
-    while ((i = fr_table_match(&c->table, i + 1, call->coll, call->mem, (uint64_t)c->nnodes,
-                               (uint64_t)c->ppn, call->bytes)) >= 0) {
+    const int g = 2 * (int)call->coll + (call->mem == FR_MEM_CUDA);
+    int k = c->sel ? c->sel_at[g] : 0, i;
+    while ((i = next_rule(c, call, g, &k)) >= 0) {
         const fr_rule_t *r = &c->table.rules[i];
         const fr_alg_t *a = fr_algs[r->alg];
         call->chunk = r->chunk;

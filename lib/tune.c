@@ -272,18 +272,25 @@ void fr_table_free(fr_table_t *t)
 }
 
 
-int fr_table_match(const fr_table_t *t, int start, int coll, unsigned mem,
-                   uint64_t nodes, uint64_t ppn, uint64_t bytes)
+int fr_table_match_shape(const fr_table_t *t, int start, int coll, unsigned mem, uint64_t nodes, uint64_t ppn)
 {
     if (!t || !t->rules)
         return -1;
     for (int i = start < 0 ? 0 : start; i < t->n; i++) {
         const fr_rule_t *r = &t->rules[i];
-        if (r->coll == coll && (r->mem & mem) && fr_range_has(&r->nodes, nodes) &&
-            fr_range_has(&r->ppn, ppn) && fr_range_has(&r->bytes, bytes))
+        if (r->coll == coll && (r->mem & mem) && fr_range_has(&r->nodes, nodes) && fr_range_has(&r->ppn, ppn))
             return i;
     }
     return -1;
+}
+
+int fr_table_match(const fr_table_t *t, int start, int coll, unsigned mem,
+                   uint64_t nodes, uint64_t ppn, uint64_t bytes)
+{
+    int i = start < 0 ? 0 : start;
+    while ((i = fr_table_match_shape(t, i, coll, mem, nodes, ppn)) >= 0 && !fr_range_has(&t->rules[i].bytes, bytes))
+        i++;
+    return i;
 }
 
 /* ---- one rule ----------------------------------------------------------- */

@@ -86,6 +86,8 @@ fr_status_t fr_table_parse_algo(fr_table_t *t, const char *spec, fr_diag_fn diag
 /* Index of the first rule at or after @p start that matches, or -1. */
 int fr_table_match(const fr_table_t *t, int start, int coll, unsigned mem,
                    uint64_t nodes, uint64_t ppn, uint64_t bytes);
+/* The same for a job's shape alone: a rule that matches some size. */
+int fr_table_match_shape(const fr_table_t *t, int start, int coll, unsigned mem, uint64_t nodes, uint64_t ppn);
 
 /* Write a rule as one table line (no newline) into buf; returns buf. */
 char *fr_rule_format(const fr_rule_t *r, char *buf, size_t len);
