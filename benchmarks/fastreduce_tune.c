@@ -29,7 +29,7 @@
 
 #define PROG "fastreduce-tune"
 #define MAX_SIZES 160
-#define MAX_CANDS 96
+#define MAX_CANDS TC_MAX_CANDS
 #define REPS_DEFAULT 5
 #define REP_MIN_S 2e-4      /* a repetition lasts at least this (when a call is shorter) */
 #define REP_MAX_S 0.25
@@ -443,7 +443,7 @@ static void measure_size(tuner_t *T, int s, const int *list, int n, double left_
     }
     MPI_Bcast(&pl, (int)sizeof pl, MPI_BYTE, 0, MPI_COMM_WORLD);
     long iters[MAX_CANDS];
-    double v[MAX_CANDS][101];
+    double v[MAX_CANDS][TC_MAX_REPS];
     char why[MAX_CANDS][256];
     for (int i = 0; i < n; i++) {
         tc_meas_t *m = tc_at(&T->g, list[i], s);
@@ -477,12 +477,15 @@ static void measure_size(tuner_t *T, int s, const int *list, int n, double left_
         }
     char sz[32];
     int now_ok[MAX_CANDS], nok = 0;
+    double okv[MAX_CANDS * TC_MAX_REPS];   /* now_ok's rows of v */
     tc_fmt_bytes(sz, sizeof sz, T->g.sizes[s]);
     for (int i = 0; i < n; i++) {
         int c = list[i];
         tc_meas_t *m = tc_at(&T->g, c, s);
         if (iters[i] < 0) continue;
         if (m->state == TC_OK) {
+            /* (the rounds' order first: tc_stats sorts) */
+            memcpy(okv + (size_t)nok * T->o.reps, v[i], sizeof v[i][0] * (size_t)T->o.reps);
             tc_stats(v[i], T->o.reps, m);
             m->iters = (int)iters[i];
             now_ok[nok++] = c;
@@ -498,8 +501,9 @@ static void measure_size(tuner_t *T, int s, const int *list, int n, double left_
                    left, fr_coll_name(T->g.cand[c].coll), T->g.cand[c].label, sz, m->med * 1e6, m->q1 * 1e6,
                    m->q3 * 1e6, m->reps, m->iters);
     }
-    /* only what was measured just now is compared (every rank keeps the same grid) */
-    tc_compared(&T->g, s, now_ok, nok);
+    /* only what was measured just now is compared, round by round (every
+     * rank has the same figures: the slowest rank's, so the same grid) */
+    tc_compared(&T->g, s, now_ok, nok, okv, T->o.reps);
     if (T->rank == 0) fflush(stdout);
 }
 

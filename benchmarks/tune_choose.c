@@ -77,25 +77,49 @@ static double rel_median(const tc_meas_t *m)
     return quantile(v, n, 0.5);
 }
 
-void tc_compared(tc_grid_t *g, int s, const int *list, int n)
+/* Candidate list[i]'s standing in one side-by-side measurement: the median
+ * over the rounds of its time over the fastest time of its collective's
+ * candidates (those with ok[j]) in that round; its median over @p best
+ * without rounds. */
+static double round_standing(const tc_grid_t *g, int s, const int *list, int n, const int *ok, const double *v,
+                             int reps, int i, double best)
 {
+    double q[TC_MAX_REPS];
+    int nq = 0;
+    for (int r = 0; v && r < reps && r < TC_MAX_REPS; r++) {
+        double lo = 0;
+        for (int j = 0; j < n; j++)
+            if (ok[j] && v[(size_t)j * reps + r] > 0 && (lo <= 0 || v[(size_t)j * reps + r] < lo))
+                lo = v[(size_t)j * reps + r];
+        if (lo > 0 && v[(size_t)i * reps + r] > 0) q[nq++] = v[(size_t)i * reps + r] / lo;
+    }
+    if (!nq) return tc_at(g, list[i], s)->med / best;
+    qsort(q, (size_t)nq, sizeof q[0], cmp_double);
+    return quantile(q, nq, 0.5);
+}
+
+void tc_compared(tc_grid_t *g, int s, const int *list, int n, const double *v, int reps)
+{
+    int ok[TC_MAX_CANDS];
+    if (n > TC_MAX_CANDS) n = TC_MAX_CANDS;
     for (int coll = 0; coll < FR_COLL_COUNT; coll++) {
         double best = 0;
         int nok = 0;
         for (int i = 0; i < n; i++) {
             const tc_meas_t *m = tc_at(g, list[i], s);
-            if (g->cand[list[i]].coll != coll || m->state != TC_OK || m->med <= 0) continue;
-            if (!nok++ || m->med < best) best = m->med;
+            ok[i] = g->cand[list[i]].coll == coll && m->state == TC_OK && m->med > 0;
+            if (ok[i] && (!nok++ || m->med < best)) best = m->med;
         }
         if (nok < 2) continue;
         for (int i = 0; i < n; i++) {
+            if (!ok[i]) continue;
             tc_meas_t *m = tc_at(g, list[i], s);
-            if (g->cand[list[i]].coll != coll || m->state != TC_OK || m->med <= 0) continue;
+            double r = round_standing(g, s, list, n, ok, v, reps, i, best);
             if (m->nrel == TC_HIST) {   /* the oldest goes */
                 memmove(m->rel, m->rel + 1, sizeof m->rel[0] * (TC_HIST - 1));
                 m->nrel--;
             }
-            m->rel[m->nrel++] = m->med / best;
+            m->rel[m->nrel++] = r;
         }
     }
 }

@@ -84,9 +84,18 @@ double tc_noise(const tc_meas_t *best, const tc_meas_t *other, const tc_policy_t
 
 /* Record one side-by-side measurement at size @p s of candidates
  * list[0..n) (medians just set): for each collective with at least two of
- * them TC_OK, each one's median over the fastest one's is appended to its
- * rel[]. A candidate measured alone gains nothing to compare by. */
-void tc_compared(tc_grid_t *g, int s, const int *list, int n);
+ * them TC_OK, each one's standing is appended to its rel[]. With @p v
+ * (v[i * reps + r]: candidate list[i]'s time in round r, the rounds going
+ * over the candidates in turn) the standing is the median over the rounds
+ * of its time over the round's fastest: a round's figures are taken within
+ * moments of each other, so a change of the machine's speed between rounds
+ * does not count against the candidate whose median fell in a slow spell.
+ * Without (NULL), its median over the fastest median. A candidate measured
+ * alone gains nothing to compare by. At most TC_MAX_CANDS candidates and
+ * TC_MAX_REPS rounds. */
+#define TC_MAX_CANDS 96
+#define TC_MAX_REPS  101
+void tc_compared(tc_grid_t *g, int s, const int *list, int n, const double *v, int reps);
 
 /* How candidate @p c stands at size @p s, as a multiple of the fastest
  * TC_OK candidate of its collective there (1: it is the fastest; 0: not
