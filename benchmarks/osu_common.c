@@ -2,6 +2,7 @@
 #include "config.h"
 #include "osu_common.h"
 #include "bench_device.h"
+#include "comm.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -669,21 +670,50 @@ static int validate_size(const osu_coll_t *coll, osu_ctx_t *c, size_t size)
     return !total && !any_failed;
 }
 
-/* --compare: one communicator per entry (an algorithm forced, or the
- * table's choice for "table"), timed block by block in turn at each size. */
+/* The selection table of --compare's column @p k on the one communicator. */
+static void use_column(fr_comm_t comm, const fr_table_t *tabs, int k)
+{
+    comm->table = tabs[k];
+    fr_select_index(comm);
+}
+
+/* --compare: each entry (an algorithm forced, or the table's choice for
+ * "table") timed block by block in turn at each size, on one communicator
+ * whose selection table is switched from column to column, as the tuner
+ * does: with a communicator per column, the columns' shared segments
+ * evicted each other from the cache between blocks, which cost most the
+ * variants with the largest footprint (on the 2-core VM a 1 MiB bcast of
+ * shm chunk=1M ran 1.22x behind shm among six columns, 0.86-0.90x with
+ * only the two). A forced column's table is FASTREDUCE_ALGO's rule followed
+ * by the communicator's own, as for fr_comm_create with config->algo. */
 static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
 {
     const osu_opts_t *o = c->o;
     char list[1024], *names[MAX_COMPARE], *save = NULL;
-    fr_comm_t comms[MAX_COMPARE];
+    fr_table_t tabs[MAX_COMPARE];
     int n = 0, table = -1;
+    fr_comm_t comm;
+    fr_status_t st = fr_comm_create(MPI_COMM_WORLD, NULL, &comm);
+    if (st != FR_SUCCESS) die("fr_comm_create", fr_last_error());
+    const fr_table_t own = comm->table;
     snprintf(list, sizeof list, "%s", o->compare);
     for (char *w = strtok_r(list, ",", &save); w && n < MAX_COMPARE; w = strtok_r(NULL, ",", &save)) {
-        fr_config_t cfg = FR_CONFIG_INIT;
-        if (!strcmp(w, "table")) table = n;
-        else cfg.algo = w;
-        fr_status_t st = fr_comm_create(MPI_COMM_WORLD, &cfg, &comms[n]);
-        if (st != FR_SUCCESS) die("fr_comm_create", fr_last_error());
+        fr_table_t *tk = &tabs[n];
+        int nbad = 0;
+        memset(tk, 0, sizeof *tk);
+        if (!strcmp(w, "table")) {
+            table = n;
+            *tk = own;
+        } else if (fr_table_parse_algo(tk, w, NULL, NULL, &nbad) != FR_SUCCESS || nbad) {
+            die("--compare", "not an algorithm name (fastreduce-info lists them)");
+        } else {
+            fr_rule_t *r = realloc(tk->rules, sizeof *r * (size_t)(tk->n + own.n + 1));
+            if (!r) die("malloc", "out of memory");
+            memcpy(r + tk->n, own.rules, sizeof *r * (size_t)own.n);
+            tk->rules = r;
+            tk->n += own.n;
+            tk->cap = tk->n + 1;
+        }
         names[n++] = w;
     }
     if (g_rank == 0) {
@@ -714,8 +744,9 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
             size_t bytes = c->count * c->esize;
             int iters = default_iters(o, bytes), warm = default_warmup(o, bytes);
             int nb = o->blocks < iters ? o->blocks : iters, per = (iters + nb - 1) / nb;
+            c->comm = comm;
             for (int k = 0; k < n; k++) {
-                c->comm = comms[k];
+                use_column(comm, tabs, k);
                 for (int j = 0; j < warm; j++) run_one(coll, c, 0);
             }
             for (int b = 0; b < nb; b++)
@@ -723,13 +754,13 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
                     /* a different one goes first each even block, and each odd block is the
                      * one before it reversed, so no column always follows the same one */
                     int k = b % 2 ? (b + n - 2 - i) % n : (b + i) % n;
-                    c->comm = comms[k];
+                    use_column(comm, tabs, k);
                     loc[k * nb + b] = time_block(coll, c, 0, per);
                 }
             MPI_Reduce(loc, vmax, n * nb, MPI_DOUBLE, MPI_MAX, 0, c->mpi_comm);
             const char *alg = NULL;
             if (table >= 0) {
-                c->comm = comms[table];
+                use_column(comm, tabs, table);
                 alg = coll->algorithm(c);
             }
             if (g_rank == 0) {
@@ -761,7 +792,11 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
     }
     free(loc);
     free(vmax);
-    for (int k = 0; k < n; k++) fr_comm_destroy(comms[k]);
+    comm->table = own;
+    fr_select_index(comm);
+    for (int k = 0; k < n; k++)
+        if (k != table) fr_table_free(&tabs[k]);
+    fr_comm_destroy(comm);
     return 0;
 }
 
