@@ -691,7 +691,7 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
     const osu_opts_t *o = c->o;
     char list[1024], *names[MAX_COMPARE], *save = NULL;
     fr_table_t tabs[MAX_COMPARE];
-    int n = 0, table = -1;
+    int n = 0, table = -1, declined[MAX_COMPARE];
     fr_comm_t comm;
     fr_status_t st = fr_comm_create(MPI_COMM_WORLD, NULL, &comm);
     if (st != FR_SUCCESS) die("fr_comm_create", fr_last_error());
@@ -747,6 +747,12 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
             c->comm = comm;
             for (int k = 0; k < n; k++) {
                 use_column(comm, tabs, k);
+                /* a forced algorithm that declines this call leaves its column to the next rule */
+                const char *served = coll->algorithm(c);
+                declined[k] = k != table && served && strcmp(served, names[k]);
+                if (g_rank == 0 && declined[k])
+                    printf("# %zu bytes: %s declines this call; its column is %s's (not a best-forced)\n", size,
+                           names[k], served);
                 for (int j = 0; j < warm; j++) run_one(coll, c, 0);
             }
             for (int b = 0; b < nb; b++)
@@ -774,7 +780,7 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
                     med[k] = median(v, nb);
                     snprintf(h, sizeof h, "%s(us)", names[k]);
                     printf(" %*.*f", (int)(strlen(h) > 14 ? strlen(h) : 14), OSU_PREC, med[k]);
-                    if (k != table && (best < 0 || med[k] < med[best])) best = k;
+                    if (k != table && !declined[k] && (best < 0 || med[k] < med[best])) best = k;
                 }
                 printf("  %-20s", best >= 0 ? names[best] : "-");
                 /* table/best: the median over blocks of the ratio within a block, where the two
