@@ -470,19 +470,22 @@ ok=0
     grep -qE "^fastreduce-tune: [0-9]+ stale ranges? in $tdir/t.tune" "$tdir/check.log" && ok=1
 pass_fail $ok "fastreduce-tune --check: exit $rc, $sampled sampled sizes reported ($(grep -oE '[0-9]+ stale ranges?' "$tdir/check.log"))"
 # the speed check's tool: fr_osu_allreduce --compare, the table's column beside forced ones;
-# a row per size, the table's own choice named in it, table/best a positive ratio
+# a row per size, the table's own choice named in it, table/best a positive ratio; hier
+# declines on one node: a line says so at every size and it is never best-forced
 FASTREDUCE_TUNE_FILE="$tdir/t.tune" timeout -k 15 "$TIMEOUT" "${tlaunch[@]}" -n 2 "$OSU" -m 4:4096 -i 30 \
-    --blocks 3 --compare table,shm,recursive_doubling </dev/null >"$tdir/compare.log" 2>"$tdir/compare.err"
+    --blocks 3 --compare table,shm,recursive_doubling,hier </dev/null >"$tdir/compare.log" 2>"$tdir/compare.err"
 rc=$?
 rows=0 mism=0 bad=0
-while read -r size _ _ _ best ratio alg; do
+declines=$(grep -cE "^# [0-9]+ bytes: hier declines this call; its column is [a-z_]+'s \(not a best-forced\)$" \
+           "$tdir/compare.log")
+while read -r size _ _ _ _ best ratio alg; do
     rows=$((rows + 1))
     [ "$(table_choice "$size")" = "$alg" ] || mism=$((mism + 1))
     case $best in shm|recursive_doubling) ;; *) bad=$((bad + 1)) ;; esac
     awk -v r="$ratio" 'BEGIN { exit !(r > 0 && r < 100) }' || bad=$((bad + 1))
 done < <(grep -E '^[0-9]+ ' "$tdir/compare.log")
-ok=0; [ "$rc" = 0 ] && [ "$rows" = 11 ] && [ "$mism" = 0 ] && [ "$bad" = 0 ] && ok=1
-pass_fail $ok "fr_osu_allreduce --compare table,shm,recursive_doubling with t.tune: exit $rc, $rows rows (want 11), $mism not naming the table's choice, $bad malformed"
+ok=0; [ "$rc" = 0 ] && [ "$rows" = 11 ] && [ "$mism" = 0 ] && [ "$bad" = 0 ] && [ "$declines" = 11 ] && ok=1
+pass_fail $ok "fr_osu_allreduce --compare table,shm,recursive_doubling,hier with t.tune: exit $rc, $rows rows (want 11), $mism not naming the table's choice, $bad malformed, $declines lines on hier declining (want 11)"
 
 # --memory cuda: without a GPU on every rank (or without CUDA and NCCL built in) it
 # stops at once with exit 2 and the reason; with them it writes cuda rules.
