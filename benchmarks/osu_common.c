@@ -692,6 +692,8 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
     char list[1024], *names[MAX_COMPARE], *save = NULL;
     fr_table_t tabs[MAX_COMPARE];
     int n = 0, table = -1, declined[MAX_COMPARE];
+    const char *forced[MAX_COMPARE];   /* the algorithm a column forces for this collective, or NULL */
+    const int fc = coll->kind == OSU_ALLREDUCE ? FR_COLL_ALLREDUCE : FR_COLL_BCAST;
     fr_comm_t comm;
     fr_status_t st = fr_comm_create(MPI_COMM_WORLD, NULL, &comm);
     if (st != FR_SUCCESS) die("fr_comm_create", fr_last_error());
@@ -701,12 +703,16 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
         fr_table_t *tk = &tabs[n];
         int nbad = 0;
         memset(tk, 0, sizeof *tk);
+        forced[n] = NULL;
         if (!strcmp(w, "table")) {
+            if (table >= 0) die("--compare", "'table' is given twice");
             table = n;
             *tk = own;
         } else if (fr_table_parse_algo(tk, w, NULL, NULL, &nbad) != FR_SUCCESS || nbad) {
             die("--compare", "not an algorithm name (fastreduce-info lists them)");
         } else {
+            for (int i = 0; i < tk->n && !forced[n]; i++)
+                if (tk->rules[i].coll == fc) forced[n] = fr_algs[tk->rules[i].alg]->name;
             fr_rule_t *r = realloc(tk->rules, sizeof *r * (size_t)(tk->n + own.n + 1));
             if (!r) die("malloc", "out of memory");
             memcpy(r + tk->n, own.rules, sizeof *r * (size_t)own.n);
@@ -747,13 +753,14 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
             c->comm = comm;
             for (int k = 0; k < n; k++) {
                 use_column(comm, tabs, k);
-                /* a forced algorithm that declines this call leaves its column to the next rule */
+                for (int j = 0; j < warm; j++) run_one(coll, c, 0);
+                /* a forced algorithm that declines this call leaves its column to the next rule
+                 * (asked after the warm-up: a device algorithm answers once its set-up is done) */
                 const char *served = coll->algorithm(c);
-                declined[k] = k != table && served && strcmp(served, names[k]);
+                declined[k] = k != table && served && (!forced[k] || strcmp(served, forced[k]));
                 if (g_rank == 0 && declined[k])
                     printf("# %zu bytes: %s declines this call; its column is %s's (not a best-forced)\n", size,
                            names[k], served);
-                for (int j = 0; j < warm; j++) run_one(coll, c, 0);
             }
             for (int b = 0; b < nb; b++)
                 for (int i = 0; i < n; i++) {

@@ -165,7 +165,8 @@ fr_status_t fr_select_load(struct fr_comm *c, const fr_config_t *cfg)
 void fr_select_index(struct fr_comm *c)
 {
     free(c->sel);
-    c->sel = malloc(sizeof(int) * (size_t)(2 * FR_COLL_COUNT * c->table.n + 1));
+    /* (a rule is in at most two lists: its collective's, host and device) */
+    c->sel = malloc(sizeof(int) * ((size_t)2 * (size_t)c->table.n + 1));
     if (!c->sel) return;   /* (calls scan the whole table) */
     int k = 0;
     for (int g = 0; g < 2 * FR_COLL_COUNT; g++) {

@@ -1293,7 +1293,7 @@ Test(tune_choose, winner_median_of_three_comparisons)
  * in and out of a slow spell while the rounds went over the candidates.
  * shm's median fell on 49, chunk=1M's on 29, and chunk=1M won by 1.7x (a
  * compare afterwards had it 1.33x behind shm). Here the spell falls so that
- * shm is the faster in every round. */
+ * shm's median is the higher while shm is ahead round by round. */
 Test(tune_choose, compared_round_by_round)
 {
     tc_grid_t g;
@@ -1316,8 +1316,9 @@ Test(tune_choose, compared_round_by_round)
     cr_assert_float_eq(tc_at(&g, 1, 0)->med, 32.0 * US, 1e-12, "chunk=1M's median is the lower");
     const int all[3] = { 0, 1, 2 };
     tc_compared(&g, 0, all, 3, &s[0][0], 5);
-    /* shm is the fastest in every round: 1 each time; chunk=1M 32/29,
-     * 53/49, 54/50, 31/50.5 (shm's round 4 in the spell), 31.5/29.5 */
+    /* shm is the fastest in every round but the fourth, where chunk=1M
+     * (31) ran after the spell ended and shm (50.5) in it: chunk=1M 32/29,
+     * 53/49, 54/50, 31/31, 31.5/29.5, median 54/50 */
     cr_assert_float_eq(tc_rel(&g, 0, 0), 1.0, 1e-12);
     double r[5] = { 32.0 / 29.0, 53.0 / 49.0, 54.0 / 50.0, 31.0 / 31.0, 31.5 / 29.5 };
     cr_assert_float_eq(tc_at(&g, 1, 0)->rel[0], 54.0 / 50.0, 1e-12, "median of %g %g %g %g %g", r[0], r[1], r[2],
