@@ -228,6 +228,40 @@ static void test_tune_inline(void)
     env_clear();
 }
 
+/* The communicator's list of the rules of its shape (fr_select_index): a
+ * table whose rules for other collectives, device memory, other node
+ * counts and other ranks per node come between and ahead of the ones that
+ * apply picks as the rule text says, with the list and without it (calls
+ * then scan the whole table, as when the list could not be allocated). */
+static void test_rule_index(void)
+{
+    env_clear();
+    setenv("FASTREDUCE_TUNE",
+           "bcast host * * 0-100 binomial; allreduce cuda * * * ring; allreduce host 2-inf * * rabenseifner;"
+           " allreduce host * 99-inf * tree; allreduce host * * 0-1K recursive_doubling; bcast host * * * pipeline;"
+           " allreduce host * * 1K-64K ring; allreduce * * * 64K-inf tree",
+           1);
+    for (int pass = 0; pass < 2; pass++) {
+        const char *label = pass ? "rule index dropped: the whole table scanned" : "rule index";
+        fr_comm_t c = make_comm(label, NULL, NULL, NULL);
+        if (!c) continue;
+        if (pass) {
+            free(c->sel);
+            c->sel = NULL;
+        }
+        expect_ar(c, label, 1, FR_INT32, "recursive_doubling");
+        expect_ar(c, label, 1024, FR_UINT8, "recursive_doubling");
+        expect_ar(c, label, 1025, FR_UINT8, "ring");
+        expect_ar(c, label, 65536, FR_UINT8, "ring");
+        expect_ar(c, label, 65537, FR_UINT8, "tree");
+        expect_ar(c, label, 300000, FR_INT32, "tree");
+        expect_bc(c, label, 100, "binomial");
+        expect_bc(c, label, 101, "pipeline");
+        free_comm(label, c);
+    }
+    env_clear();
+}
+
 static void test_tune_file(void)
 {
     char path[256] = "";
@@ -578,6 +612,7 @@ int main(int argc, char **argv)
     me = tu.rank;
     test_rank_dependent_algo();
     test_tune_inline();
+    test_rule_index();
     test_tune_file();
     test_decline();
     test_tune_path();
