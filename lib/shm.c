@@ -174,6 +174,7 @@ static size_t layout(fr_shm_t *s, size_t per_rank)
     s->bc_slot = bcast_slot(per_rank, l);
     off = flags;
     size_t small_off = off; off += align_up(2 * l * FR_SHM_SMALL_SLOT, 4096);
+    size_t tiny_off = off;  off += align_up(l * FR_SHM_TINY_NR * FR_CACHELINE, 4096);
     size_t red_off = off;   off += FR_SHM_RED_NBUF * l * s->red_slot;
     size_t bc_off = off;    off += FR_SHM_BCAST_NBUF * s->bc_slot;
     size_t bs_off = off;    off += align_up(FR_SHM_BSMALL_NBUF * FR_SHM_BSMALL_SLOT, 4096);
@@ -181,6 +182,7 @@ static size_t layout(fr_shm_t *s, size_t per_rank)
     if (s->base) {
         s->flags = (fr_shm_flag_t *)s->base;
         s->small = (char *)s->base + small_off;
+        s->small_tiny = (char *)s->base + tiny_off;
         s->red = (char *)s->base + red_off;
         s->bc = (char *)s->base + bc_off;
         s->bsmall = (char *)s->base + bs_off;

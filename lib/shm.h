@@ -33,6 +33,11 @@ enum { FR_SHM_F_SMALL = 0, FR_SHM_F_ARRIVE, FR_SHM_F_REDUCED, FR_SHM_F_BREADY, F
 /* Bytes per slot, header included, of the small allreduce and the small
  * bcast ring. */
 #define FR_SHM_SMALL_SLOT  ((size_t)FR_SHM_HDR + FR_SHM_SMALL)
+/* A small allreduce whose data fits in the header line (FR_SHM_INLINE
+ * bytes) takes the next of FR_SHM_TINY_NR lines of each rank every round,
+ * so the line a rank writes was last read by the others that many rounds
+ * ago (algorithms/allreduce_shm.c says what it gained). */
+#define FR_SHM_TINY_NR     256
 #define FR_SHM_BSMALL_SLOT ((size_t)FR_SHM_HDR + FR_SHM_BSMALL)
 #define FR_SHM_BCAST_NBUF 8           /* chunks in flight in the bcast ring */
 /* Bcast chunks of up to FR_SHM_BSMALL bytes go through a deeper ring of
@@ -60,6 +65,9 @@ typedef struct fr_shm {
     int            lrank, lsize;
     fr_shm_flag_t *flags;     /* [lsize * FR_SHM_NFLAGS] */
     char          *small;     /* [2][lsize][FR_SHM_SMALL_SLOT]: one-shot small allreduce */
+    char          *small_tiny; /* [lsize][FR_SHM_TINY_NR] lines: the same for data in a header line */
+    char          *small_prev; /* where the last small allreduce's slots start, */
+    size_t         small_prev_stride; /* and the bytes from one rank's slot to the next */
     char          *red;       /* [FR_SHM_RED_NBUF][lsize][red_slot]: chunked large allreduce */
     size_t         red_slot;  /* bytes per rank per buffer */
     char          *bc;        /* [FR_SHM_BCAST_NBUF][bc_slot]: bcast ring (slots with a header) */
