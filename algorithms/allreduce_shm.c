@@ -28,8 +28,9 @@ static char *small_buf(const fr_shm_t *s, uint64_t R)
  * different dies, a 4 B allreduce took 0.38 us (median of 30 launches)
  * against 0.47 in the slot's first line, and 8-32 B the same (Open MPI
  * with vader: 0.42-0.49 in those launches); on one die it made no
- * difference (0.15-0.16 us). (Within the small slots the lines cannot move: a longer
- * message's data there would read as a later round's header.) */
+ * difference (0.15-0.16 us). (Within the small slots the lines cannot
+ * move: a longer message's data there would read as a later round's
+ * header.) */
 static fr_status_t small(fr_call_t *call, fr_comm_t comm)
 {
     fr_shm_t *s = comm->shm;
