@@ -275,8 +275,7 @@ static void force(tuner_t *T, const tc_cand_t *k)
     T->forced = (fr_rule_t){ .coll = k->coll, .mem = FR_MEM_ALL, .nodes = { 0, FR_INF }, .ppn = { 0, FR_INF },
                              .bytes = { 0, FR_INF }, .alg = k->alg, .chunk = k->chunk, .fanout = k->fanout,
                              .across = k->across, .proto = k->proto, .src = FR_SRC_TUNE, .line = 1 };
-    T->comm->table = (fr_table_t){ .rules = &T->forced, .n = 1, .cap = 1 };
-    fr_select_index(T->comm);
+    fr_select_use(T->comm, (fr_table_t){ .rules = &T->forced, .n = 1, .cap = 1 });
 }
 
 static fr_call_t call_of(const tuner_t *T, int coll, uint64_t bytes)
@@ -835,8 +834,7 @@ static int write_outputs(tuner_t *T, const fr_table_meta_t *meta, const char *ou
 static int choice(tuner_t *T, fr_table_t *tab, int coll, uint64_t bytes, int *rule)
 {
     fr_call_t call = call_of(T, coll, bytes);
-    T->comm->table = *tab;
-    fr_select_index(T->comm);
+    fr_select_use(T->comm, *tab);
     const fr_alg_t *a = fr_select_choose(T->comm, &call, rule);
     int alg = fr_alg_lookup(coll, a->name);
     for (int c = 0; c < T->g.ncand; c++) {
@@ -994,8 +992,7 @@ static int check_table(tuner_t *T, double share)
                T->o.check, T->mem == FR_MEM_CUDA ? ", cuda rules" : "", T->done, now() - T->t0,
                T->skipped ? "; the budget cut some" : "");
     }
-    T->comm->table = (fr_table_t){0};
-    fr_select_index(T->comm);
+    fr_select_use(T->comm, (fr_table_t){0});
     fr_table_free(&tab);
     MPI_Bcast(&stale, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return stale ? 3 : 0;
@@ -1169,8 +1166,7 @@ int main(int argc, char **argv)
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
 done:
-    T.comm->table = T.own;
-    fr_select_index(T.comm);
+    fr_select_use(T.comm, T.own);
     free(T.sbuf);
     free(T.rbuf);
     bd_free(T.dsbuf);

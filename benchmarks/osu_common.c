@@ -670,13 +670,6 @@ static int validate_size(const osu_coll_t *coll, osu_ctx_t *c, size_t size)
     return !total && !any_failed;
 }
 
-/* The selection table of --compare's column @p k on the one communicator. */
-static void use_column(fr_comm_t comm, const fr_table_t *tabs, int k)
-{
-    comm->table = tabs[k];
-    fr_select_index(comm);
-}
-
 /* --compare: each entry (an algorithm forced, or the table's choice for
  * "table") timed block by block in turn at each size, on one communicator
  * whose selection table is switched from column to column, as the tuner
@@ -752,7 +745,7 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
             int nb = o->blocks < iters ? o->blocks : iters, per = (iters + nb - 1) / nb;
             c->comm = comm;
             for (int k = 0; k < n; k++) {
-                use_column(comm, tabs, k);
+                fr_select_use(comm, tabs[k]);
                 for (int j = 0; j < warm; j++) run_one(coll, c, 0);
                 /* a forced algorithm that declines this call leaves its column to the next rule
                  * (asked after the warm-up: a device algorithm answers once its set-up is done) */
@@ -767,13 +760,13 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
                     /* a different one goes first each even block, and each odd block is the
                      * one before it reversed, so no column always follows the same one */
                     int k = b % 2 ? (b + n - 2 - i) % n : (b + i) % n;
-                    use_column(comm, tabs, k);
+                    fr_select_use(comm, tabs[k]);
                     loc[k * nb + b] = time_block(coll, c, 0, per);
                 }
             MPI_Reduce(loc, vmax, n * nb, MPI_DOUBLE, MPI_MAX, 0, c->mpi_comm);
             const char *alg = NULL;
             if (table >= 0) {
-                use_column(comm, tabs, table);
+                fr_select_use(comm, tabs[table]);
                 alg = coll->algorithm(c);
             }
             if (g_rank == 0) {
@@ -805,8 +798,7 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
     }
     free(loc);
     free(vmax);
-    comm->table = own;
-    fr_select_index(comm);
+    fr_select_use(comm, own);
     for (int k = 0; k < n; k++)
         if (k != table) fr_table_free(&tabs[k]);
     fr_comm_destroy(comm);

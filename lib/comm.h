@@ -59,7 +59,7 @@ struct fr_comm {
     /* The rules of table that can match this communicator (its nodes and
      * ranks per node), in order: those of collective k and memory type m
      * (0 host, 1 device) are sel[sel_at[2k+m] .. sel_at[2k+m+1]); NULL:
-     * none listed (fr_select_index). */
+     * none listed (lib/select.c, fr_select_use). */
     int         *sel;
     int          sel_at[2 * FR_COLL_COUNT + 1];
     uint64_t     seq;          /* number of collectives started on this communicator */
@@ -126,11 +126,12 @@ fr_status_t fr_agreed(fr_status_t st, int worst, const char *what);
  * _TUNE_FILE (or @p config) and the default, and broadcast it (collective). */
 fr_status_t fr_select_load(struct fr_comm *comm, const fr_config_t *config);
 
-/* lib/select.c: list the rules of comm->table that can match comm (sel,
+/* lib/select.c: make @p table comm's selection table (its rules are not
+ * copied) and list again the rules of it that can match comm (sel,
  * sel_at). Whoever changes comm->table after fr_comm_create (the tuner
- * does, to force each candidate) calls it again; when it cannot allocate,
- * calls scan the whole table. */
-void fr_select_index(struct fr_comm *comm);
+ * does, to force each candidate) goes through here; when the list cannot
+ * be allocated, calls scan the whole table. */
+void fr_select_use(struct fr_comm *comm, fr_table_t table);
 
 /* lib/select.c: the algorithm the table gives @p call (whose coll, mem,
  * count and bytes are set): the first matching rule whose algorithm

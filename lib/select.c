@@ -138,6 +138,8 @@ static fr_status_t build_table(fr_table_t *t, const fr_config_t *cfg, const stru
     return fr_table_parse(t, fr_default_table, "default", FR_SRC_DEFAULT, NULL, NULL, NULL);
 }
 
+static void select_index(struct fr_comm *c);
+
 fr_status_t fr_select_load(struct fr_comm *c, const fr_config_t *cfg)
 {
     fr_status_t st = FR_SUCCESS;
@@ -157,12 +159,12 @@ fr_status_t fr_select_load(struct fr_comm *c, const fr_config_t *cfg)
     FR_CHECK(fr_agree(c->mpi, st, "tuning table allocation"));
     if (n > 0 && PMPI_Bcast(c->table.rules, (int)(n * (long)sizeof(fr_rule_t)), MPI_BYTE, 0, c->mpi) != MPI_SUCCESS)
         return FR_ERROR(FR_ERR_MPI, "broadcast of the tuning table failed");
-    fr_select_index(c);
+    select_index(c);
     return FR_SUCCESS;
 }
 
-/* See comm.h. */
-void fr_select_index(struct fr_comm *c)
+/* List the rules of c->table that can match c (sel, sel_at; comm.h). */
+static void select_index(struct fr_comm *c)
 {
     free(c->sel);
     /* (a rule is in at most two lists: its collective's, host and device) */
@@ -177,6 +179,13 @@ void fr_select_index(struct fr_comm *c)
             c->sel[k++] = i;
     }
     c->sel_at[2 * FR_COLL_COUNT] = k;
+}
+
+/* See comm.h. */
+void fr_select_use(struct fr_comm *c, fr_table_t table)
+{
+    c->table = table;
+    select_index(c);
 }
 
 /* The last resort: the MPI library's own for host buffers, the staged path

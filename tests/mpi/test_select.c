@@ -228,7 +228,7 @@ static void test_tune_inline(void)
     env_clear();
 }
 
-/* The communicator's list of the rules of its shape (fr_select_index): a
+/* The communicator's list of the rules of its shape (lib/select.c): a
  * table whose rules for other collectives, device memory, other node
  * counts and other ranks per node come between and ahead of the ones that
  * apply picks as the rule text says, with the list and without it (calls
