@@ -460,6 +460,7 @@ static void measure_size(tuner_t *T, int s, const int *list, int n, double left_
         tc_meas_t before = *m;
         memset(m, 0, sizeof *m);
         memcpy(m->rel, before.rel, sizeof m->rel);
+        memcpy(m->relid, before.relid, sizeof m->relid);
         m->nrel = before.nrel;
         iters[i] = 0;
         m->state = prepare(T, list[i], s, pl.rep_s, &iters[i], why[i], sizeof why[i]);

@@ -100,7 +100,7 @@ static double round_standing(const tc_grid_t *g, int s, const int *list, int n, 
 
 void tc_compared(tc_grid_t *g, int s, const int *list, int n, const double *v, int reps)
 {
-    int ok[TC_MAX_CANDS];
+    int ok[TC_MAX_CANDS], id = ++g->ncomp;
     if (n > TC_MAX_CANDS) n = TC_MAX_CANDS;
     for (int coll = 0; coll < FR_COLL_COUNT; coll++) {
         double best = 0;
@@ -117,8 +117,10 @@ void tc_compared(tc_grid_t *g, int s, const int *list, int n, const double *v, i
             double r = round_standing(g, s, list, n, ok, v, reps, i, best);
             if (m->nrel == TC_HIST) {   /* the oldest goes */
                 memmove(m->rel, m->rel + 1, sizeof m->rel[0] * (TC_HIST - 1));
+                memmove(m->relid, m->relid + 1, sizeof m->relid[0] * (TC_HIST - 1));
                 m->nrel--;
             }
+            m->relid[m->nrel] = id;
             m->rel[m->nrel++] = r;
         }
     }
@@ -185,25 +187,55 @@ int tc_fastest(const tc_grid_t *g, int coll, int s, int except)
     return best;
 }
 
+/* Did some comparison that measured both put @p a more than @p clear
+ * (a fraction) behind @p b, and none put it that far ahead of b? */
+static int behind_at_times(const tc_meas_t *a, const tc_meas_t *b, double clear)
+{
+    int behind = 0;
+    for (int i = 0; i < a->nrel; i++)
+        for (int j = 0; j < b->nrel; j++) {
+            if (!a->relid[i] || a->relid[i] != b->relid[j]) continue;
+            if (b->rel[j] > a->rel[i] * (1 + clear)) return 0;
+            behind |= a->rel[i] > b->rel[j] * (1 + clear);
+        }
+    return behind;
+}
+
 int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p)
 {
     int best = tc_fastest(g, coll, s, -1);
     if (best < 0) return -1;
     basis_t bs = basis(g, coll, s);
     const tc_meas_t *b = tc_at(g, best, s);
-    double rb = standing(g, &bs, best, s), rw = rb;
-    int win = best;
+    double rb = standing(g, &bs, best, s), clear = 2 * p->tie_max;
+    /* the tie: best and those within noise of it */
+    char *tie = calloc((size_t)g->ncand + 1, 1);
+    if (!tie) return best;
     for (int c = 0; c < g->ncand; c++) {
         const tc_meas_t *m = tc_at(g, c, s);
-        if (g->cand[c].coll != coll || m->state != TC_OK || m->med <= 0 || c == win) continue;
-        double rc = standing(g, &bs, c, s);
-        if (rc / rb - 1 > tc_noise(b, m, p) / b->med) continue;
-        if (g->cand[c].simplicity < g->cand[win].simplicity ||
-            (g->cand[c].simplicity == g->cand[win].simplicity && rc < rw)) {
-            win = c;
-            rw = rc;
+        if (g->cand[c].coll != coll || m->state != TC_OK || m->med <= 0) continue;
+        tie[c] = c == best || standing(g, &bs, c, s) / rb - 1 <= tc_noise(b, m, p) / b->med;
+    }
+    /* first without those behind another tied one at times; all of them if none is left */
+    int win = -1;
+    for (int strict = 1; strict >= 0 && win < 0; strict--) {
+        double rw = 0;
+        for (int i = -1; i < g->ncand; i++) {   /* best first: it keeps an exact tie */
+            int c = i < 0 ? best : i;
+            if (!tie[c] || (i >= 0 && c == best)) continue;
+            int behind = 0;
+            for (int k = 0; strict && k < g->ncand && !behind; k++)
+                behind = k != c && tie[k] && behind_at_times(tc_at(g, c, s), tc_at(g, k, s), clear);
+            if (behind) continue;
+            double rc = standing(g, &bs, c, s);
+            if (win < 0 || g->cand[c].simplicity < g->cand[win].simplicity ||
+                (g->cand[c].simplicity == g->cand[win].simplicity && rc < rw)) {
+                win = c;
+                rw = rc;
+            }
         }
     }
+    free(tie);
     return win;
 }
 

@@ -43,8 +43,12 @@ typedef struct tc_meas {
      * collective at this size (tc_compared): its median over the fastest
      * one's there, the latest TC_HIST of them. Measurements made at
      * different times are compared only through these ratios, never by
-     * their medians, since the machine may have changed speed between. */
+     * their medians, since the machine may have changed speed between.
+     * relid[i] names the comparison rel[i] came from (tc_grid_t.ncomp at
+     * the time; 0: none), so two candidates' ratios from the same one can
+     * be set against each other. */
     double rel[TC_HIST];
+    int    relid[TC_HIST];
     int    nrel;
 } tc_meas_t;
 
@@ -55,6 +59,7 @@ typedef struct tc_grid {
     uint64_t  *sizes;    /* bytes, ascending */
     double    *probe;    /* [s]: the steadiness probe (seconds) just before size s was measured, 0 if none */
     tc_meas_t *m;        /* [c * nsizes + s] */
+    int        ncomp;    /* side-by-side comparisons recorded so far (tc_compared) */
 } tc_grid_t;
 
 typedef struct tc_policy {
@@ -113,6 +118,12 @@ int tc_fastest(const tc_grid_t *g, int coll, int s, int except);
 /* The winner at size @p s among the candidates of collective @p coll: the
  * fastest TC_OK one, or among those within tc_noise() of it (as a fraction
  * of its median, against tc_rel() - 1) the simplest (then the fastest).
+ * A tie is a tie only where it held each time: a tied candidate that some
+ * comparison put more than 2 x tie_max behind another tied one, while no
+ * comparison put it that far ahead of that one, does not take the size
+ * (unless every tied candidate is so behind another). On a machine whose
+ * speed comes in spells, two candidates level in one spell may be far
+ * apart in another; the one that was ahead there is never worse.
  * -1 when none was measured correct. */
 int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p);
 

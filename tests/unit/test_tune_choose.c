@@ -1288,6 +1288,91 @@ Test(tune_choose, winner_median_of_three_comparisons)
     tc_grid_free(&g);
 }
 
+/* The stale 1 MiB bcast of a table tuned on the 2-core VM: shm and shm
+ * chunk=1M tied while the vCPUs sat on different dies (47.3 and 47.4 us)
+ * and the tie went to the default chunk; with the vCPUs near each other
+ * chunk=1M is 27% faster. Two comparisons far and one near: their medians
+ * tie, but chunk=1M was clearly ahead once and never clearly behind. */
+Test(tune_choose, tie_not_taken_by_one_behind_at_times)
+{
+    tc_grid_t g;
+    const uint64_t sz[1] = { 1048576 };
+    grid(&g, 2, 1, sz);
+    cand(&g, 0, BC, "shm", 3, NULL);
+    cand(&g, 1, BC, "shm", 4, "shm chunk=1M");
+    const int both[2] = { 0, 1 };
+    const double far1[2] = { 47.3, 47.4 }, near[2] = { 36.8, 29.0 }, far2[2] = { 48.0, 47.9 };
+    batch(&g, 0, both, far1, 2);
+    batch(&g, 0, both, near, 2);
+    batch(&g, 0, both, far2, 2);
+    /* shm 1, 36.8/29, 48/47.9: median 48/47.9; chunk=1M 47.4/47.3, 1, 1: median 1 */
+    cr_assert_float_eq(tc_rel(&g, 0, 0), 48.0 / 47.9, 1e-12);
+    cr_assert_eq(tc_winner(&g, BC, 0, &POL), 1);
+    /* without the near comparison the medians decide alone: a tie, the simpler takes it */
+    tc_grid_t h;
+    grid(&h, 2, 1, sz);
+    h.cand[0] = g.cand[0];
+    h.cand[1] = g.cand[1];
+    batch(&h, 0, both, far1, 2);
+    batch(&h, 0, both, far2, 2);
+    cr_assert_eq(tc_winner(&h, BC, 0, &POL), 0);
+    tc_grid_free(&h);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, tie_kept_by_the_simpler_when_each_was_ahead_at_times)
+{
+    /* ring 12% behind once and 12% ahead once, level once: a tie as before */
+    tc_grid_t g;
+    const uint64_t sz[1] = { 4096 };
+    ring_tree(&g, 2, 1, sz);
+    const int both[2] = { 0, 1 };
+    const double a[2] = { 11.2, 10.0 }, b[2] = { 10.0, 10.1 }, c[2] = { 10.0, 11.2 };
+    batch(&g, 0, both, a, 2);
+    batch(&g, 0, both, b, 2);
+    batch(&g, 0, both, c, 2);
+    cr_assert_eq(tc_winner(&g, AR, 0, &POL), 0);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, tie_behind_by_less_than_twice_tie_max_is_no_evidence)
+{
+    /* ring 9% behind once (2 x tie_max is 10%): the tie stays the simpler's */
+    tc_grid_t g;
+    const uint64_t sz[1] = { 4096 };
+    ring_tree(&g, 2, 1, sz);
+    const int both[2] = { 0, 1 };
+    const double a[2] = { 10.0, 10.1 }, b[2] = { 10.9, 10.0 }, c[2] = { 10.0, 10.05 };
+    batch(&g, 0, both, a, 2);
+    batch(&g, 0, both, b, 2);
+    batch(&g, 0, both, c, 2);
+    cr_assert_eq(tc_winner(&g, AR, 0, &POL), 0);
+    /* 11% behind once: tree takes it */
+    const double d[2] = { 11.1, 10.0 }, e[2] = { 10.0, 10.1 };
+    batch(&g, 0, both, d, 2);
+    batch(&g, 0, both, e, 2);
+    cr_assert_eq(tc_winner(&g, AR, 0, &POL), 1);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, tie_behind_only_against_one_outside_the_tie_counts_not)
+{
+    /* ring and tree tie; shm, clearly ahead of ring once, is not in the tie
+     * (10% behind by median): ring, the simplest, keeps the size */
+    tc_grid_t g;
+    const uint64_t sz[1] = { 4096 };
+    ring_tree(&g, 3, 1, sz);
+    cand(&g, 2, AR, "shm", 3, NULL);
+    const int all[3] = { 0, 1, 2 };
+    const double a[3] = { 10.0, 10.0, 11.0 }, b[3] = { 12.0, 12.0, 10.0 }, c[3] = { 10.0, 10.1, 11.0 };
+    batch(&g, 0, all, a, 3);
+    batch(&g, 0, all, b, 3);
+    batch(&g, 0, all, c, 3);
+    cr_assert_gt(tc_rel(&g, 2, 0), 1.05);
+    cr_assert_eq(tc_winner(&g, AR, 0, &POL), 0);
+    tc_grid_free(&g);
+}
+
 /* After the 1 MiB bcast of a table written on the 2-core VM: every figure
  * of either shm variant was about 29 us or about 50 us, as the machine went
  * in and out of a slow spell while the rounds went over the candidates.
