@@ -201,7 +201,10 @@ static int behind_at_times(const tc_meas_t *a, const tc_meas_t *b, double clear)
     return behind;
 }
 
-int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p)
+/* The winner at size s before its neighbours are looked at: the simplest
+ * of the tie (tc_winner), or @p prefer when it is one of those that may
+ * take the tie. */
+static int winner_of(const tc_grid_t *g, int coll, int s, const tc_policy_t *p, int prefer)
 {
     int best = tc_fastest(g, coll, s, -1);
     if (best < 0) return -1;
@@ -227,6 +230,10 @@ int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p)
             for (int k = 0; strict && k < g->ncand && !behind; k++)
                 behind = k != c && tie[k] && behind_at_times(tc_at(g, c, s), tc_at(g, k, s), clear);
             if (behind) continue;
+            if (c == prefer) {
+                win = c;
+                break;
+            }
             double rc = standing(g, &bs, c, s);
             if (win < 0 || g->cand[c].simplicity < g->cand[win].simplicity ||
                 (g->cand[c].simplicity == g->cand[win].simplicity && rc < rw)) {
@@ -237,6 +244,16 @@ int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p)
     }
     free(tie);
     return win;
+}
+
+int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p)
+{
+    int w = winner_of(g, coll, s, p, -1), below = -1, above = -1;
+    if (w < 0) return w;
+    for (int t = s - 1; t >= 0 && below < 0; t--) below = winner_of(g, coll, t, p, -1);
+    for (int t = s + 1; t < g->nsizes && above < 0; t++) above = winner_of(g, coll, t, p, -1);
+    /* a tie between the two sides' winner and another goes to the sides' winner */
+    return below >= 0 && below == above && below != w ? winner_of(g, coll, s, p, below) : w;
 }
 
 int tc_keep(const tc_grid_t *g, int c, int s, const tc_policy_t *p)

@@ -124,6 +124,9 @@ int tc_fastest(const tc_grid_t *g, int coll, int s, int except);
  * (unless every tied candidate is so behind another). On a machine whose
  * speed comes in spells, two candidates level in one spell may be far
  * apart in another; the one that was ahead there is never worse.
+ * And where the nearest sizes with a winner on both sides have the same
+ * one (each by the rules above), a tie that candidate may take is its:
+ * one rule over the three sizes, not a lone range of the simpler one.
  * -1 when none was measured correct. */
 int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p);
 

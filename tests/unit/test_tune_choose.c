@@ -72,6 +72,23 @@ static void ok(tc_grid_t *g, int c, int s, double med_us)
     meas(g, c, s, TC_OK, med_us);
 }
 
+/* Set medians for candidates list[0..n) and record them as one side-by-side measurement. */
+static void batch(tc_grid_t *g, int s, const int *list, const double *med_us, int n)
+{
+    for (int i = 0; i < n; i++)
+        ok(g, list[i], s, med_us[i]);
+    tc_compared(g, s, list, n, NULL, 0);
+}
+
+/* A grid of @p nc candidates whose first two are allreduce ring (simplicity
+ * 1) and tree (2). */
+static void ring_tree(tc_grid_t *g, int nc, int ns, const uint64_t *sizes)
+{
+    grid(g, nc, ns, sizes);
+    cand(g, 0, AR, "ring", 1, NULL);
+    cand(g, 1, AR, "tree", 2, NULL);
+}
+
 static const uint64_t SZ8[8] = { 4, 8, 16, 32, 64, 128, 256, 512 };
 
 static void check_sizes(const uint64_t *got, int n, const uint64_t *want, int nwant)
@@ -780,6 +797,65 @@ Test(tune_choose, disputed_other_collective_ignored)
     tc_grid_free(&g);
 }
 
+/* ---- 7b. a tie between the winner of both sides and a simpler one ---------- */
+
+/* Three sizes: tree wins sizes 0 and 2 by far (ring 20% behind); at size 1
+ * ring (simpler) is @p ring_us against tree's 100, and shm @p shm_us. */
+static int middle(double ring_us, double shm_us, int shm_wins_right, tc_range_t *r, int *nr)
+{
+    tc_grid_t g;
+    const uint64_t sz[3] = { 1024, 2048, 4096 };
+    ring_tree(&g, 3, 3, sz);
+    cand(&g, 2, AR, "shm", 3, NULL);
+    for (int s = 0; s < 3; s++) {
+        ok(&g, 0, s, 120.0);
+        ok(&g, 1, s, 100.0);
+        ok(&g, 2, s, 150.0);
+    }
+    ok(&g, 0, 1, ring_us);
+    ok(&g, 2, 1, shm_us);
+    if (shm_wins_right) ok(&g, 2, 2, 80.0);
+    int w = tc_winner(&g, AR, 1, &POL);
+    if (r) *nr = tc_ranges(&g, AR, &POL, r, 3);
+    tc_grid_free(&g);
+    return w;
+}
+
+Test(tune_choose, tie_inside_a_range_goes_to_its_winner)
+{
+    /* the stale 512K bcast of a table tuned on the 2-core VM: shm (simpler)
+     * took a lone range, 3% behind chunk=1M, which won the sizes around */
+    tc_range_t r[3];
+    int nr = 0;
+    cr_assert_eq(middle(102.0, 150.0, 0, r, &nr), 1, "ring 2% behind: tree, the winner of both sides");
+    cr_assert_eq(nr, 1, "one rule over the three sizes, got %d", nr);
+    check_range(&r[0], 1, 0, FR_INF, 0, 2);
+    int ds[3];
+    tc_grid_t g;
+    const uint64_t sz[3] = { 1024, 2048, 4096 };
+    ring_tree(&g, 2, 3, sz);
+    for (int s = 0; s < 3; s++) {
+        ok(&g, 0, s, s == 1 ? 102.0 : 120.0);
+        ok(&g, 1, s, 100.0);
+    }
+    cr_assert_eq(tc_disputed(&g, AR, &POL, ds, 3), 0, "a tie the range's winner takes is no lone win");
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, clear_lone_win_inside_a_range_stays)
+{
+    cr_assert_eq(middle(90.0, 150.0, 0, NULL, NULL), 0, "ring 10% ahead keeps its size");
+    cr_assert_eq(middle(106.0, 150.0, 0, NULL, NULL), 1, "ring 6% behind: tree outright");
+}
+
+Test(tune_choose, tie_between_two_ranges_goes_to_the_simpler)
+{
+    /* tree wins below, shm above: the sides disagree, ring (simplest) keeps the tie */
+    cr_assert_eq(middle(102.0, 150.0, 1, NULL, NULL), 0);
+    /* the sides agree on tree, but tree is not in the tie at size 1 (shm 20% ahead there) */
+    cr_assert_eq(middle(102.0, 83.3, 0, NULL, NULL), 2);
+}
+
 /* ---- 8. tc_range_rule ---------------------------------------------------- */
 
 Test(tune_choose, range_rule_fields)
@@ -1178,23 +1254,6 @@ Test(tune_choose, two_memory_types_in_one_table_and_csv)
 }
 
 /* ---- 10b. side-by-side comparisons (tc_compared, tc_rel) ---------------- */
-
-/* Set medians for candidates list[0..n) and record them as one side-by-side measurement. */
-static void batch(tc_grid_t *g, int s, const int *list, const double *med_us, int n)
-{
-    for (int i = 0; i < n; i++)
-        ok(g, list[i], s, med_us[i]);
-    tc_compared(g, s, list, n, NULL, 0);
-}
-
-/* A grid of @p nc candidates whose first two are allreduce ring (simplicity
- * 1) and tree (2). */
-static void ring_tree(tc_grid_t *g, int nc, int ns, const uint64_t *sizes)
-{
-    grid(g, nc, ns, sizes);
-    cand(g, 0, AR, "ring", 1, NULL);
-    cand(g, 1, AR, "tree", 2, NULL);
-}
 
 Test(tune_choose, compared_records_ratio_to_fastest_per_collective)
 {
