@@ -2,6 +2,7 @@
  * osu_common.c; this file holds the allreduce-specific parts: the calls, the
  * busbw factor and validation. See docs/benchmarks.md. */
 #include "osu_common.h"
+#include "comm.h"
 
 static fr_status_t ar_run_fr(osu_ctx_t *c)
 {
@@ -13,10 +14,10 @@ static int ar_run_mpi(osu_ctx_t *c)
     return MPI_Allreduce(c->sbuf, c->rbuf, (int)c->count, c->o->mpi_dtype, c->o->mpi_op, c->mpi_comm);
 }
 
-static const char *ar_algorithm(osu_ctx_t *c)
+static const char *ar_algorithm(osu_ctx_t *c, char *label, size_t len)
 {
-    return c->o->device ? fr_allreduce_algorithm_device(c->comm, c->count, c->o->dtype, c->o->op)
-                        : fr_allreduce_algorithm(c->comm, c->count, c->o->dtype, c->o->op);
+    return fr_allreduce_choice(c->comm, c->count, c->o->dtype, c->o->op, c->o->device ? FR_MEM_CUDA : FR_MEM_HOST, label,
+                               len);
 }
 
 static double ar_busbw_factor(int n)

@@ -2,6 +2,7 @@
  * osu_common.c; this file holds the broadcast-specific parts: the calls, the
  * busbw factor and validation. See docs/benchmarks.md. */
 #include "osu_common.h"
+#include "comm.h"
 
 static fr_status_t bc_run_fr(osu_ctx_t *c)
 {
@@ -13,10 +14,10 @@ static int bc_run_mpi(osu_ctx_t *c)
     return MPI_Bcast(c->sbuf, (int)c->count, c->o->mpi_dtype, c->o->root, c->mpi_comm);
 }
 
-static const char *bc_algorithm(osu_ctx_t *c)
+static const char *bc_algorithm(osu_ctx_t *c, char *label, size_t len)
 {
-    return c->o->device ? fr_bcast_algorithm_device(c->comm, c->count, c->o->dtype, c->o->root)
-                        : fr_bcast_algorithm(c->comm, c->count, c->o->dtype, c->o->root);
+    return fr_bcast_choice(c->comm, c->count, c->o->dtype, c->o->root, c->o->device ? FR_MEM_CUDA : FR_MEM_HOST, label,
+                           len);
 }
 
 static double bc_busbw_factor(int n)

@@ -749,7 +749,7 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
                 for (int j = 0; j < warm; j++) run_one(coll, c, 0);
                 /* a forced algorithm that declines this call leaves its column to the next rule
                  * (asked after the warm-up: a device algorithm answers once its set-up is done) */
-                const char *served = coll->algorithm(c);
+                const char *served = coll->algorithm(c, NULL, 0);
                 declined[k] = k != table && served && (!forced[k] || strcmp(served, forced[k]));
                 if (g_rank == 0 && declined[k])
                     printf("# %zu bytes: %s declines this call; its column is %s's (not a best-forced)\n", size,
@@ -765,9 +765,10 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
                 }
             MPI_Reduce(loc, vmax, n * nb, MPI_DOUBLE, MPI_MAX, 0, c->mpi_comm);
             const char *alg = NULL;
+            char label[128];
             if (table >= 0) {
                 fr_select_use(comm, tabs[table]);
-                alg = coll->algorithm(c);
+                alg = coll->algorithm(c, label, sizeof label);
             }
             if (g_rank == 0) {
                 double med[MAX_COMPARE];
@@ -902,7 +903,7 @@ int osu_main(int argc, char **argv, const osu_coll_t *coll)
         c.count = size / c.esize;
         if (c.count > 0) {
             osu_result_t r;
-            const char *alg = coll->algorithm(&c);
+            const char *alg = coll->algorithm(&c, NULL, 0);
             time_size(coll, &c, &r);
             int valid = 1;
             if (o.validate) {

@@ -30,11 +30,14 @@ export FASTREDUCE_TUNE_FILE=$t
 for coll in allreduce bcast; do
     awk -v coll="$coll" -v np="$np" '
         /^# Size/ { for (i = 1; i <= NF; i++) if ($i == "table/best") col = i - 1; next }
-        /^[0-9]/ { r = $col; n++; if (r <= 1.05) ok++; if (r > worst) { worst = r; at = $1 }; v[n] = r }
+        /^[0-9]/ { r = $col; n++; if (r <= 1.05) ok++; if (r > worst) { worst = r; at = $1 }; v[n] = r
+                   lab = $(col + 1); for (i = col + 2; i <= NF; i++) lab = lab " " $i
+                   if (r > 1.05 && lab == $(col - 1)) { same++; where = where " " $1 } }
         END {
             asort_n = n; for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
             med = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
             printf "%s np=%d: table within 5%% of the best forced algorithm at %d of %d sizes; median table/best %.3f, worst %.3f at %d B\n", coll, np, ok, n, med, worst, at
+            if (same) printf "%s np=%d: of the other %d, %d ran the best column'"'"'s own algorithm and parameters (the gap is the noise between two columns of one configuration) at%s B\n", coll, np, n - ok, same, where
         }' "$out/compare-$coll.txt"
 done
 "$top/benchmarks/fastreduce-plot" -o "$out/np$np" "${t%.tune}.csv" || true

@@ -405,8 +405,10 @@ fr_status_t fr_bcast_stream(void *buf, size_t count, fr_dtype_t dtype, int root,
     return fr_dispatch(comm, &call);
 }
 
-/* The algorithm the table gives a call of these arguments in @p mem. */
-static const char *query(fr_status_t prep, fr_comm_t comm, fr_call_t *call, size_t count, fr_mem_t mem)
+/* The algorithm the table gives a call of these arguments in @p mem; with
+ * @p label, also its name and the parameters that are not its defaults. */
+static const char *query(fr_status_t prep, fr_comm_t comm, fr_call_t *call, size_t count, fr_mem_t mem,
+                         char *label, size_t len)
 {
     int rule;
     if (prep != FR_SUCCESS) return NULL;
@@ -414,38 +416,59 @@ static const char *query(fr_status_t prep, fr_comm_t comm, fr_call_t *call, size
     call->count = count;
     call->bytes = count * fr_dtype_size(call->dtype);
     call->mem = mem;
-    return fr_select_choose(comm, call, &rule)->name;
+    const fr_alg_t *a = fr_select_choose(comm, call, &rule);
+    if (!label || !len) return a->name;
+    char params[96];
+    snprintf(label, len, "%s%s", a->name,
+             fr_params_format(call->chunk == a->chunk_def ? 0 : call->chunk, call->fanout, call->across,
+                              call->proto, params, sizeof params));
+    return label;
 }
 
-static const char *ar_query(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op, fr_mem_t mem)
+static const char *ar_query(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op, fr_mem_t mem, char *label,
+                            size_t len)
 {
     static char dummy;
     fr_call_t call;
-    return query(prepare_allreduce(&dummy, &dummy + 1, 0, dtype, op, comm, &call), comm, &call, count, mem);
+    return query(prepare_allreduce(&dummy, &dummy + 1, 0, dtype, op, comm, &call), comm, &call, count, mem, label,
+                 len);
 }
 
-static const char *bc_query(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root, fr_mem_t mem)
+static const char *bc_query(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root, fr_mem_t mem, char *label,
+                            size_t len)
 {
     fr_call_t call;
-    return query(prepare_bcast(NULL, 0, dtype, root, comm, &call), comm, &call, count, mem);
+    return query(prepare_bcast(NULL, 0, dtype, root, comm, &call), comm, &call, count, mem, label, len);
+}
+
+const char *fr_allreduce_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op, fr_mem_t mem,
+                                char *label, size_t len)
+{
+    return ar_query(comm, count, dtype, op, mem, label, len);
+}
+
+const char *fr_bcast_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root, fr_mem_t mem, char *label,
+                            size_t len)
+{
+    return bc_query(comm, count, dtype, root, mem, label, len);
 }
 
 const char *fr_allreduce_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op)
 {
-    return ar_query(comm, count, dtype, op, FR_MEM_HOST);
+    return ar_query(comm, count, dtype, op, FR_MEM_HOST, NULL, 0);
 }
 
 const char *fr_bcast_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root)
 {
-    return bc_query(comm, count, dtype, root, FR_MEM_HOST);
+    return bc_query(comm, count, dtype, root, FR_MEM_HOST, NULL, 0);
 }
 
 const char *fr_allreduce_algorithm_device(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op)
 {
-    return ar_query(comm, count, dtype, op, FR_MEM_CUDA);
+    return ar_query(comm, count, dtype, op, FR_MEM_CUDA, NULL, 0);
 }
 
 const char *fr_bcast_algorithm_device(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root)
 {
-    return bc_query(comm, count, dtype, root, FR_MEM_CUDA);
+    return bc_query(comm, count, dtype, root, FR_MEM_CUDA, NULL, 0);
 }

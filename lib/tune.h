@@ -89,6 +89,9 @@ int fr_table_match(const fr_table_t *t, int start, int coll, unsigned mem,
 /* The same for a job's shape alone: a rule that matches some size. */
 int fr_table_match_shape(const fr_table_t *t, int start, int coll, unsigned mem, uint64_t nodes, uint64_t ppn);
 
+/* A rule's parameters as they are written in the table (" chunk=1M
+ * fanout=4", "" for none; 0 is unset) into buf; returns buf. */
+char *fr_params_format(uint64_t chunk, int fanout, int across, int proto, char *buf, size_t len);
 /* Write a rule as one table line (no newline) into buf; returns buf. */
 char *fr_rule_format(const fr_rule_t *r, char *buf, size_t len);
 /* Print the table in the file format. */

@@ -41,9 +41,24 @@ static const char *fmt_range(char *buf, size_t size, const fr_range_t *r, int is
     return buf;
 }
 
+char *fr_params_format(uint64_t chunk, int fanout, int across, int proto, char *buf, size_t len)
+{
+    char v[32];
+    size_t n = 0;
+    if (!buf || len == 0) return buf;
+    buf[0] = '\0';
+#define ADD(...) (n += (size_t)snprintf(buf + (n < len ? n : len - 1), n < len ? len - n : 1, __VA_ARGS__))
+    if (chunk) ADD(" chunk=%s", fmt_value(v, sizeof v, chunk, 1));
+    if (fanout) ADD(" fanout=%d", fanout);
+    if (across >= 1 && across <= 2) ADD(" across=%s", fr_across_words[across - 1]);
+    if (proto >= 1 && proto <= 3) ADD(" proto=%s", fr_proto_words[proto - 1]);
+#undef ADD
+    return buf;
+}
+
 char *fr_rule_format(const fr_rule_t *r, char *buf, size_t len)
 {
-    char nodes[72], ppn[72], bytes[72], chunk[48] = "", fanout[48] = "", v[32];
+    char nodes[72], ppn[72], bytes[72], params[96];
     if (!buf || len == 0)
         return buf;
     if (!r) {
@@ -56,17 +71,10 @@ char *fr_rule_format(const fr_rule_t *r, char *buf, size_t len)
                       (r->mem & FR_MEM_ALL) == FR_MEM_CUDA ? "cuda" : "?";
     const char *alg = r->alg >= 0 && r->alg < fr_nalgs && fr_algs[r->alg] && fr_algs[r->alg]->name ?
                       fr_algs[r->alg]->name : "?";
-    if (r->chunk)
-        snprintf(chunk, sizeof chunk, " chunk=%s", fmt_value(v, sizeof v, r->chunk, 1));
-    if (r->fanout)
-        snprintf(fanout, sizeof fanout, " fanout=%d", r->fanout);
-    if (r->across >= 1 && r->across <= 2)
-        snprintf(fanout + strlen(fanout), sizeof fanout - strlen(fanout), " across=%s", fr_across_words[r->across - 1]);
-    if (r->proto >= 1 && r->proto <= 3)
-        snprintf(fanout + strlen(fanout), sizeof fanout - strlen(fanout), " proto=%s", fr_proto_words[r->proto - 1]);
-    snprintf(buf, len, "%-12s %-6s %-6s %-6s %-12s %s%s%s", coll, mem,
+    snprintf(buf, len, "%-12s %-6s %-6s %-6s %-12s %s%s", coll, mem,
              fmt_range(nodes, sizeof nodes, &r->nodes, 0), fmt_range(ppn, sizeof ppn, &r->ppn, 0),
-             fmt_range(bytes, sizeof bytes, &r->bytes, 1), alg, chunk, fanout);
+             fmt_range(bytes, sizeof bytes, &r->bytes, 1), alg,
+             fr_params_format(r->chunk, r->fanout, r->across, r->proto, params, sizeof params));
     return buf;
 }
 

@@ -443,14 +443,16 @@ rc=$?
 loaded=$(grep -c "FASTREDUCE_TUNE_FILE: $tdir/t.tune loaded: .* its fingerprint and shape match" "$tdir/use.err")
 used=$(grep -cE 'INFO #[0-9]+ allreduce [0-9]+ bytes .* \(FASTREDUCE_TUNE_FILE rule at line [0-9]+\)' "$tdir/use.err")
 other=$(grep -E 'INFO #[0-9]+ allreduce [0-9]+ bytes' "$tdir/use.err" | grep -vc 'FASTREDUCE_TUNE_FILE rule')
-# table_choice BYTES: the algorithm t.tune's first allreduce rule for 2 ranks a node covering BYTES names
+# table_choice BYTES [full]: the algorithm t.tune's first allreduce rule for 2 ranks a node
+# covering BYTES names (with full, and the parameters it sets)
 table_choice() {
-    awk -v b="$1" '
+    awk -v b="$1" -v full="${2:-}" '
         function bytes(v) { if (v == "inf") return 1e30; if (v ~ /K$/) return substr(v, 1, length(v) - 1) * 1024;
                             if (v ~ /M$/) return substr(v, 1, length(v) - 1) * 1048576; return v + 0 }
         $1 == "allreduce" && $4 == 2 {
             if ($5 == "*") { lo = 0; hi = 1e30 } else { n = split($5, r, "-"); lo = bytes(r[1]); hi = n > 1 ? bytes(r[2]) : lo }
-            if (b >= lo && b <= hi) { print $6; exit } }' "$tdir/t.tune"
+            if (b >= lo && b <= hi) { if (full) { l = $6; for (i = 7; i <= NF && $i !~ /^#/; i++) l = l " " $i; print l }
+                                      else print $6; exit } }' "$tdir/t.tune"
 }
 # the algorithm column of the osu output is the table's choice for that size
 mism=0
@@ -470,7 +472,7 @@ ok=0
     grep -qE "^fastreduce-tune: [0-9]+ stale ranges? in $tdir/t.tune" "$tdir/check.log" && ok=1
 pass_fail $ok "fastreduce-tune --check: exit $rc, $sampled sampled sizes reported ($(grep -oE '[0-9]+ stale ranges?' "$tdir/check.log"))"
 # the speed check's tool: fr_osu_allreduce --compare, the table's column beside forced ones;
-# a row per size, the table's own choice named in it, table/best a positive ratio; hier
+# a row per size, the table's own choice named in it (with its parameters), table/best a positive ratio; hier
 # declines on one node: a line says so at every size and it is never best-forced
 FASTREDUCE_TUNE_FILE="$tdir/t.tune" timeout -k 15 "$TIMEOUT" "${tlaunch[@]}" -n 2 "$OSU" -m 4:4096 -i 30 \
     --blocks 3 --compare table,shm,recursive_doubling,hier </dev/null >"$tdir/compare.log" 2>"$tdir/compare.err"
@@ -480,7 +482,7 @@ declines=$(grep -cE "^# [0-9]+ bytes: hier declines this call; its column is [a-
            "$tdir/compare.log")
 while read -r size _ _ _ _ best ratio alg; do
     rows=$((rows + 1))
-    [ "$(table_choice "$size")" = "$alg" ] || mism=$((mism + 1))
+    [ "$(table_choice "$size" full)" = "$alg" ] || mism=$((mism + 1))
     case $best in shm|recursive_doubling) ;; *) bad=$((bad + 1)) ;; esac
     awk -v r="$ratio" 'BEGIN { exit !(r > 0 && r < 100) }' || bad=$((bad + 1))
 done < <(grep -E '^[0-9]+ ' "$tdir/compare.log")
