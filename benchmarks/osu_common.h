@@ -48,7 +48,7 @@ typedef struct osu_coll {
     fr_status_t (*run_fr)(osu_ctx_t *c);               /* one fastreduce call */
     int         (*run_mpi)(osu_ctx_t *c);              /* the same call through MPI */
     /* what fastreduce picks for c->count: its name, or with @p label its name and the
-     * parameters that are not its defaults ("shm chunk=1M") written there */
+     * rule's parameters written there (fr_allreduce_choice: "shm chunk=1M") */
     const char *(*algorithm)(osu_ctx_t *c, char *label, size_t len);
     double      (*busbw_factor)(int nranks);           /* busbw = algbw * factor */
     /* Fill inputs for round @p seed, run run_fr once, check the result;

@@ -212,7 +212,8 @@ static int winner_of(const tc_grid_t *g, int coll, int s, const tc_policy_t *p, 
     const tc_meas_t *b = tc_at(g, best, s);
     double rb = standing(g, &bs, best, s), clear = 2 * p->tie_max;
     /* the tie: best and those within noise of it */
-    char *tie = calloc((size_t)g->ncand + 1, 1);
+    char own[TC_MAX_CANDS + 1] = {0};
+    char *tie = g->ncand <= TC_MAX_CANDS ? own : calloc((size_t)g->ncand + 1, 1);
     if (!tie) return best;
     for (int c = 0; c < g->ncand; c++) {
         const tc_meas_t *m = tc_at(g, c, s);
@@ -242,7 +243,7 @@ static int winner_of(const tc_grid_t *g, int coll, int s, const tc_policy_t *p, 
             }
         }
     }
-    free(tie);
+    if (tie != own) free(tie);
     return win;
 }
 

@@ -144,9 +144,9 @@ const fr_alg_t *fr_select_choose(struct fr_comm *comm, fr_call_t *call, int *rul
  * buffers; the NCCL set-up at the first device call). */
 fr_status_t fr_dispatch(struct fr_comm *comm, fr_call_t *call);
 /* What fr_allreduce_algorithm / fr_bcast_algorithm (in @p mem) answer, as
- * a label: the name and the rule's parameters that are not the
- * algorithm's defaults ("shm chunk=1M"), written into @p label; NULL as
- * they. */
+ * a label written into @p label: the name, the rule's chunk where it is
+ * not the algorithm's default, and the other parameters the rule sets
+ * ("shm chunk=1M"); NULL as they. */
 const char *fr_allreduce_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op, fr_mem_t mem,
                                 char *label, size_t len);
 const char *fr_bcast_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root, fr_mem_t mem, char *label,

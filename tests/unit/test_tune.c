@@ -695,6 +695,32 @@ Test(print, rule_format)
     cr_assert_null(fr_rule_format(NULL, NULL, 0));
 }
 
+Test(print, params_format)
+{
+    char buf[96];
+    cr_assert_eq(fr_params_format(0, 0, 0, 0, buf, sizeof buf), buf);
+    cr_assert_str_eq(buf, "", "no parameter set: nothing");
+    fr_params_format(1u << 20, 4, 1, 2, buf, sizeof buf);
+    cr_assert_str_eq(buf, " chunk=1M fanout=4 across=ring proto=ll128");
+    fr_params_format(1536, 0, 2, 3, buf, sizeof buf);
+    cr_assert_str_eq(buf, " chunk=1536 across=rd proto=simple");
+    fr_params_format(0, 3, 0, 0, buf, sizeof buf);
+    cr_assert_str_eq(buf, " fanout=3");
+    /* out-of-range words are left out, as in a rule line */
+    fr_params_format(0, 0, 3, 4, buf, sizeof buf);
+    cr_assert_str_eq(buf, "");
+    /* a short buffer truncates, never overflows, and stays terminated */
+    for (size_t len = 1; len < 24; len++) {
+        char small[32];
+        memset(small, 'x', sizeof small);
+        fr_params_format(1u << 20, 4, 1, 2, small, len);
+        cr_assert_eq(strlen(small), len - 1, "len %zu: '%s'", len, small);
+        cr_assert_eq(strncmp(small, " chunk=1M fanout=4 across=ring", len - 1), 0, "len %zu: '%s'", len, small);
+        cr_assert_eq(small[len], 'x', "len %zu: wrote past the end", len);
+    }
+    cr_assert_null(fr_params_format(1, 1, 1, 1, NULL, 8));
+}
+
 Test(print, round_trip)
 {
     const char *text =
