@@ -132,6 +132,61 @@ static void test_allreduce_case(fr_dtype_t dt, fr_op_t op, size_t count)
     tu_free(input); tu_free(expect); tu_free(sbuf); tu_free(rbuf);
 }
 
+/* Many small allreduces in a row on each communicator, the type, the size
+ * and in-place changing from call to call, a rank late now and then: shm's
+ * ring of lines (data up to 56 bytes) and its two small slots (longer
+ * data) take turns and are reused many times over, and a line or slot
+ * overwritten too soon, or read as another round's, shows. Integer sums,
+ * exact, against each rank's own sum of every rank's inputs. */
+/* Element @p e of a buffer of int8, int32 or int64 set to @p v. */
+static void put_int(unsigned char *p, size_t e, fr_dtype_t dt, long long v)
+{
+    int8_t b = (int8_t)v;
+    int32_t w = (int32_t)v;
+    int64_t q = (int64_t)v;
+    if (dt == FR_INT8) memcpy(p + e, &b, 1);
+    else if (dt == FR_INT32) memcpy(p + e * 4, &w, 4);
+    else memcpy(p + e * 8, &q, 8);
+}
+
+static void test_allreduce_stream(void)
+{
+    static const size_t sizes[] = { 4, 56, 57, 64, 104, 111, 112, 113, 120, 8, 240, 1000 };
+    static const fr_dtype_t dts[] = { FR_INT8, FR_INT32, FR_INT64 };
+    const int ncalls = 1500, nsz = (int)(sizeof sizes / sizeof sizes[0]);
+    unsigned char *sbuf = tu_alloc(1000), *rbuf = tu_alloc(1000), *expect = tu_alloc(1000);
+    for (int c = 0; c < n_arc; c++) {
+        comm_ent_t *ce = &ar_comms[c];
+        tu_begin("allreduce stream algo=%s: %d calls, types, sizes and in-place changing",
+                 ce->algo ? ce->algo : "default", ncalls);
+        int bad = -1;
+        for (int i = 0; i < ncalls; i++) {   /* (every rank makes every call, even after a wrong one) */
+            fr_dtype_t dt = dts[i % 3];
+            size_t es = tu_dtype_sizes[dt], count = sizes[(i / 3) % nsz] / es;
+            int inplace = (i / 7) % 2;
+            for (size_t e = 0; e < count; e++) {
+                long long mine = 0, all = 0;   /* every rank's input: small, so every sum is exact in int8 */
+                for (int r = 0; r < np; r++) {
+                    long long v = (long long)(tu_hash3((uint64_t)i, e, (uint64_t)r) % 21) - 10;
+                    all += v;
+                    if (r == me) mine = v;
+                }
+                put_int(sbuf, e, dt, mine);
+                put_int(expect, e, dt, all);
+            }
+            if (inplace) memcpy(rbuf, sbuf, count * es);
+            else memset(rbuf, 0x5A ^ me, count * es);
+            if (i % 41 == 0 && me == (i / 41) % np) usleep(300);
+            fr_status_t st = fr_allreduce(inplace ? FR_IN_PLACE : sbuf, rbuf, count, dt, FR_SUM, ce->comm);
+            if (bad < 0 && (st != FR_SUCCESS || memcmp(rbuf, expect, count * es))) bad = i;
+        }
+        TU_CHECK(bad < 0, "call %d (%s, %zu bytes, in place %d) gave a wrong result or failed", bad,
+                 bad < 0 ? "" : tu_dtype_names[dts[bad % 3]], bad < 0 ? (size_t)0 : sizes[(bad / 3) % nsz],
+                 bad < 0 ? 0 : (bad / 7) % 2);
+    }
+    tu_free(sbuf); tu_free(rbuf); tu_free(expect);
+}
+
 /* Random values in [-1, 1), different on every rank, against a sum
  * accumulated in double: |got - ref| <= 8 * np * eps(type) * sum_r |x_r|.
  * Also checks that every rank got the same bits. */
@@ -398,6 +453,7 @@ int main(int argc, char **argv)
             for (size_t b = 0; b < sizeof big / sizeof big[0]; b++)
                 test_allreduce_case(big[b].dt, big[b].op, big[b].count);
         }
+        test_allreduce_stream();
         test_random(FR_FLOAT32, quick ? 10007 : 200003);
         test_random(FR_FLOAT64, quick ? 10007 : 200003);
     }
