@@ -157,6 +157,9 @@ static void test_allreduce_stream(void)
     unsigned char *sbuf = tu_alloc(1000), *rbuf = tu_alloc(1000), *expect = tu_alloc(1000);
     for (int c = 0; c < n_arc; c++) {
         comm_ent_t *ce = &ar_comms[c];
+        /* (not the MPI library's own: nothing of ours is reused there, and MPICH's
+         * waiting ranks spin, which made this 38 s of a 6-rank launch on 2 cores) */
+        if (ce->algo && !strcmp(ce->algo, "mpi")) continue;
         tu_begin("allreduce stream algo=%s: %d calls, types, sizes and in-place changing",
                  ce->algo ? ce->algo : "default", ncalls);
         int bad = -1;
