@@ -55,7 +55,7 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
                     nrq++;
                 }
         }
-        if (comm->local_size > 1) FR_CHECK(fr_shm_bcast_chunk(comm, src_local, data + off, n, copy_out));
+        if (comm->local_size > 1) FR_CHECK(fr_shm_bcast_chunk(comm, src_local, data + off, n, call->bytes, copy_out));
         if (nrq) FR_CHECK(fr_p2p_wait(comm, rq, nrq));
     }
     return FR_SUCCESS;

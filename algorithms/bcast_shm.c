@@ -28,14 +28,15 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
     int root = comm->rank_local[call->root];
     for (size_t off = 0; off < call->bytes; off += chunk) {
         size_t n = call->bytes - off < chunk ? call->bytes - off : chunk;
-        FR_CHECK(fr_shm_bcast_chunk(comm, root, (char *)call->recvbuf + off, n, copy_out));
+        FR_CHECK(fr_shm_bcast_chunk(comm, root, (char *)call->recvbuf + off, n, call->bytes, copy_out));
     }
     return FR_SUCCESS;
 }
 
 const fr_alg_t fr_alg_bcast_shm = {
     .name = "shm", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_HOST, .check = fr_alg_check_shm, .run = run,
-    .desc = "single node: the root streams chunks through a ring of 8 shared-memory buffers; "
+    .desc = "single node: the root streams chunks through a ring of 8 shared-memory buffers (a message of "
+            "fewer than 8 chunks takes turns in those that fit in 2 MiB, 2 at least); "
             "chunk=256K (at most FASTREDUCE_SHM_SIZE x ranks / 8, less a 64-byte header); chunks up to 4K go "
             "through a ring of 128 slots (a message of 2K-4K in two halves), up to 8 bytes a ring of 512 packed "
             "slots",

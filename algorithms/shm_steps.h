@@ -35,7 +35,9 @@ typedef fr_status_t (*fr_slice_fn)(struct fr_comm *comm, const fr_call_t *call, 
                                    unsigned k);
 fr_status_t fr_shm_allreduce_chunks(struct fr_comm *comm, const fr_call_t *call, size_t def_chunk,
                                     fr_slice_fn between);
-/* One bcast chunk of @p n bytes of @p data from local rank @p root. */
-fr_status_t fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_t n, fr_copy_fn copy_out);
+/* One bcast chunk of @p n bytes of @p data from local rank @p root, of a
+ * message of @p total bytes. */
+fr_status_t fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_t n, size_t total,
+                               fr_copy_fn copy_out);
 
 #endif

@@ -71,6 +71,8 @@ typedef struct fr_shm {
     char          *red;       /* [FR_SHM_RED_NBUF][lsize][red_slot]: chunked large allreduce */
     size_t         red_slot;  /* bytes per rank per buffer */
     char          *bc;        /* [FR_SHM_BCAST_NBUF][bc_slot]: bcast ring (slots with a header) */
+    uint64_t       bc_n;      /* large bcast chunks so far (the same on every local rank) */
+    uint64_t       bc_round[FR_SHM_BCAST_NBUF]; /* the bcast round that last used each large slot */
     size_t         bc_slot;   /* bytes per bcast slot, header included */
     char          *bsmall;    /* [FR_SHM_BSMALL_NBUF][FR_SHM_BSMALL_SLOT]: the small bcast ring */
     uint64_t       bsmall_n;  /* small bcast chunks so far (the same on every local rank) */

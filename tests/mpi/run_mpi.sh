@@ -255,6 +255,13 @@ run_one 6 "$TCP FASTREDUCE_NODE_SIZE=2" test_coll --quick --algo hier
 run_one 5 "$TCP FASTREDUCE_NODE_SIZE=2" test_coll --quick --algo hier
 run_one 5 "$TCP FASTREDUCE_NODE_SIZE=3" test_coll --quick --algo hier
 RUN_WRAP="${srcdir:-$(dirname "$0")/..}/mpi/hostid_wrap.sh" run_one 4 "$TCP" test_coll --quick --algo hier
+# bcast chunks over 256K: the ring's slots a message takes turns in change
+# with its size (algorithms/shm_steps.c, bcast_slots), in shm and in hier's
+# node stage
+echo "bcast host * * * shm chunk=1M" >"$LOGDIR/bcast-shm-1M.table"
+echo "bcast host * * * hier chunk=512K" >"$LOGDIR/bcast-hier-512K.table"
+run_one 3 "FASTREDUCE_TUNE_FILE=$LOGDIR/bcast-shm-1M.table" test_coll --quick --algo default
+run_one 4 "$TCP FASTREDUCE_NODE_SIZE=2 FASTREDUCE_TUNE_FILE=$LOGDIR/bcast-hier-512K.table" test_coll --quick --algo default
 # hier's stage between nodes chosen by the table (across=), at every size
 for a in rd ring; do
     echo "allreduce host * * * hier across=$a" >"$LOGDIR/hier-$a.table"

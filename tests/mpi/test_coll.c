@@ -288,6 +288,19 @@ static void test_bcast_case(fr_dtype_t dt, size_t count)
     tu_free(expect); tu_free(buf);
 }
 
+/* One bcast of @p nb bytes from @p root, a pattern of @p salt, after a
+ * pause of @p late_us (0: none) on this rank: did this rank get the root's
+ * bytes? */
+static int bcast_checked(comm_ent_t *ce, unsigned char *buf, unsigned char *expect, size_t nb, int root,
+                         uint64_t salt, unsigned late_us)
+{
+    fill_pattern(expect, nb, salt);
+    if (me == root) memcpy(buf, expect, nb);
+    else memset(buf, 0x5A ^ me, nb);
+    if (late_us) usleep(late_us);
+    return fr_bcast(buf, nb, FR_INT8, root, ce->comm) == FR_SUCCESS && !memcmp(buf, expect, nb);
+}
+
 /* Many bcasts in a row on one communicator, the root moving every call,
  * sizes mixed (a byte: the tiny ring; a cache line, the small ring's
  * largest, and one cut in two halves there; chunks of the large ring), a
@@ -309,15 +322,34 @@ static void test_bcast_stream(void)
         for (int i = 0; i < ncalls; i++) {   /* (every rank makes every call, even after a wrong one) */
             int root = i % np;
             size_t nb = sizes[i % (sizeof sizes / sizeof sizes[0])];
-            fill_pattern(expect, nb, tu_hash3(0xB5, (uint64_t)i, (uint64_t)root));
-            if (me == root) memcpy(buf, expect, nb);
-            else memset(buf, 0x5A ^ me, nb);
-            if (i % 37 == 0 && me == (i / 37) % np) usleep(300);
-            fr_status_t st = fr_bcast(buf, nb, FR_INT8, root, ce->comm);
-            if (bad < 0 && (st != FR_SUCCESS || memcmp(buf, expect, nb))) bad = i;
+            if (!bcast_checked(ce, buf, expect, nb, root, tu_hash3(0xB5, (uint64_t)i, (uint64_t)root),
+                               i % 37 == 0 && me == (i / 37) % np ? 300 : 0) && bad < 0)
+                bad = i;
         }
         TU_CHECK(bad < 0, "call %d (root %d, %zu bytes) gave a wrong result or failed", bad, bad % np,
                  bad < 0 ? (size_t)0 : sizes[bad % (sizeof sizes / sizeof sizes[0])]);
+        /* large messages of one to nine chunks: under a rule with chunks over
+         * 256K, the shm ring's slots a message takes turns in change with its
+         * size (two for a message of a few 1 MiB chunks, all eight for one of
+         * eight chunks or more), so each slot's last round is what frees it */
+        {
+            static const size_t big[] = { 300000, 1100000, 70000, 2600000, 9000000, 1100000, 600000 };
+            const int nbig = (int)(sizeof big / sizeof big[0]), n = 4 * nbig;
+            unsigned char *bexp = tu_alloc(9000000), *bbuf = tu_alloc(9000000);
+            tu_begin("bcast stream algo=%s: %d calls of 70 KB to 9 MB, roots changing", ce->algo ? ce->algo : "default",
+                     n);
+            bad = -1;
+            for (int i = 0; i < n; i++) {
+                size_t nb = big[i % nbig];
+                int root = (i / nbig + i) % np;
+                if (!bcast_checked(ce, bbuf, bexp, nb, root, tu_hash3(0xB9, (uint64_t)i, (uint64_t)root),
+                                   i % 5 == 0 && me == (i / 5) % np ? 500 : 0) && bad < 0)
+                    bad = i;
+            }
+            TU_CHECK(bad < 0, "call %d (%zu bytes) gave a wrong result or failed", bad,
+                     bad < 0 ? (size_t)0 : big[bad % nbig]);
+            tu_free(bexp); tu_free(bbuf);
+        }
         /* one root far ahead: the last rank starts late, so the root fills
          * every slot of a ring and must wait for it before reusing one:
          * the tiny ring (8 bytes a call), then the small ring (100 bytes
@@ -334,12 +366,9 @@ static void test_bcast_stream(void)
             for (int i = 0; i < n; i++) {
                 size_t nb = phase == 1 && i % 2 == 0 ? 100 : 8;
                 int root = phase == 2 ? i % np : 0;
-                fill_pattern(expect, nb, tu_hash3(0xB6 + phase, (uint64_t)i, 0));
-                if (me == root) memcpy(buf, expect, nb);
-                else memset(buf, 0x5A ^ me, nb);
-                if (phase == 2 && i % 97 == 0 && me == (i / 97) % np) usleep(2000);
-                fr_status_t st = fr_bcast(buf, nb, FR_INT8, root, ce->comm);
-                if (bad < 0 && (st != FR_SUCCESS || memcmp(buf, expect, nb))) bad = i;
+                if (!bcast_checked(ce, buf, expect, nb, root, tu_hash3(0xB6 + phase, (uint64_t)i, 0),
+                                   phase == 2 && i % 97 == 0 && me == (i / 97) % np ? 2000 : 0) && bad < 0)
+                    bad = i;
             }
             TU_CHECK(bad < 0, "call %d gave a wrong result or failed", bad);
         }
