@@ -406,7 +406,8 @@ fr_status_t fr_bcast_stream(void *buf, size_t count, fr_dtype_t dtype, int root,
 }
 
 /* The algorithm the table gives a call of these arguments in @p mem; with
- * @p label, also its name and the parameters that are not its defaults. */
+ * @p label, also written there with the rule's parameters (comm.h,
+ * fr_allreduce_choice). */
 static const char *query(fr_status_t prep, fr_comm_t comm, fr_call_t *call, size_t count, fr_mem_t mem,
                          char *label, size_t len)
 {
@@ -425,8 +426,8 @@ static const char *query(fr_status_t prep, fr_comm_t comm, fr_call_t *call, size
     return label;
 }
 
-static const char *ar_query(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op, fr_mem_t mem, char *label,
-                            size_t len)
+const char *fr_allreduce_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op, fr_mem_t mem,
+                                char *label, size_t len)
 {
     static char dummy;
     fr_call_t call;
@@ -434,41 +435,29 @@ static const char *ar_query(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_o
                  len);
 }
 
-static const char *bc_query(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root, fr_mem_t mem, char *label,
+const char *fr_bcast_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root, fr_mem_t mem, char *label,
                             size_t len)
 {
     fr_call_t call;
     return query(prepare_bcast(NULL, 0, dtype, root, comm, &call), comm, &call, count, mem, label, len);
 }
 
-const char *fr_allreduce_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op, fr_mem_t mem,
-                                char *label, size_t len)
-{
-    return ar_query(comm, count, dtype, op, mem, label, len);
-}
-
-const char *fr_bcast_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root, fr_mem_t mem, char *label,
-                            size_t len)
-{
-    return bc_query(comm, count, dtype, root, mem, label, len);
-}
-
 const char *fr_allreduce_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op)
 {
-    return ar_query(comm, count, dtype, op, FR_MEM_HOST, NULL, 0);
+    return fr_allreduce_choice(comm, count, dtype, op, FR_MEM_HOST, NULL, 0);
 }
 
 const char *fr_bcast_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root)
 {
-    return bc_query(comm, count, dtype, root, FR_MEM_HOST, NULL, 0);
+    return fr_bcast_choice(comm, count, dtype, root, FR_MEM_HOST, NULL, 0);
 }
 
 const char *fr_allreduce_algorithm_device(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op)
 {
-    return ar_query(comm, count, dtype, op, FR_MEM_CUDA, NULL, 0);
+    return fr_allreduce_choice(comm, count, dtype, op, FR_MEM_CUDA, NULL, 0);
 }
 
 const char *fr_bcast_algorithm_device(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root)
 {
-    return bc_query(comm, count, dtype, root, FR_MEM_CUDA, NULL, 0);
+    return fr_bcast_choice(comm, count, dtype, root, FR_MEM_CUDA, NULL, 0);
 }

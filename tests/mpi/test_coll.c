@@ -138,17 +138,6 @@ static void test_allreduce_case(fr_dtype_t dt, fr_op_t op, size_t count)
  * data) take turns and are reused many times over, and a line or slot
  * overwritten too soon, or read as another round's, shows. Integer sums,
  * exact, against each rank's own sum of every rank's inputs. */
-/* Element @p e of a buffer of int8, int32 or int64 set to @p v. */
-static void put_int(unsigned char *p, size_t e, fr_dtype_t dt, long long v)
-{
-    int8_t b = (int8_t)v;
-    int32_t w = (int32_t)v;
-    int64_t q = (int64_t)v;
-    if (dt == FR_INT8) memcpy(p + e, &b, 1);
-    else if (dt == FR_INT32) memcpy(p + e * 4, &w, 4);
-    else memcpy(p + e * 8, &q, 8);
-}
-
 static void test_allreduce_stream(void)
 {
     static const size_t sizes[] = { 4, 56, 57, 64, 104, 111, 112, 113, 120, 8, 240, 1000 };
@@ -174,8 +163,8 @@ static void test_allreduce_stream(void)
                     all += v;
                     if (r == me) mine = v;
                 }
-                put_int(sbuf, e, dt, mine);
-                put_int(expect, e, dt, all);
+                store_int(sbuf, e, dt, (uint64_t)mine);
+                store_int(expect, e, dt, (uint64_t)all);
             }
             if (inplace) memcpy(rbuf, sbuf, count * es);
             else memset(rbuf, 0x5A ^ me, count * es);
