@@ -175,7 +175,9 @@ fr_status_t fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_
         at = fr_shm_slot_data(slot, n);
     } else {
         slot = ring_slot(s->bc, s->bc_slot, bcast_slots(n, total), &s->bc_n, s->bc_round, R, &free_at);
-        at = fr_shm_slot_data(slot, n) + rotate(R - 1, FR_SHM_BCAST_NBUF, n, fr_shm_bcast_max(s) - n);
+        /* (rotated by this ring's own count of uses, which picked the slot:
+         * R counts the other rings' chunks too) */
+        at = fr_shm_slot_data(slot, n) + rotate(s->bc_n - 1, FR_SHM_BCAST_NBUF, n, fr_shm_bcast_max(s) - n);
     }
     if (s->lrank == root) {
         /* what the flags said last time often shows the slot free already,
