@@ -80,6 +80,14 @@ static void batch(tc_grid_t *g, int s, const int *list, const double *med_us, in
     tc_compared(g, s, list, n, NULL, 0);
 }
 
+/* Candidates 0 and 1 at size @p s measured side by side @p n times:
+ * rows[k] is the k-th measurement's two medians. */
+static void pairs(tc_grid_t *g, int s, const double (*rows)[2], int n)
+{
+    const int both[2] = { 0, 1 };
+    for (int k = 0; k < n; k++) batch(g, s, both, rows[k], 2);
+}
+
 /* A grid of @p nc candidates whose first two are allreduce ring (simplicity
  * 1) and tree (2). */
 static void ring_tree(tc_grid_t *g, int nc, int ns, const uint64_t *sizes)
@@ -868,11 +876,8 @@ Test(tune_choose, range_winner_behind_at_times_does_not_take_the_tie)
         ok(&g, 0, s, 120.0);
         ok(&g, 1, s, 100.0);
     }
-    const int both[2] = { 0, 1 };
-    const double a[2] = { 100.0, 101.0 }, b[2] = { 100.0, 115.0 }, c[2] = { 102.0, 100.0 };
-    batch(&g, 1, both, a, 2);
-    batch(&g, 1, both, b, 2);
-    batch(&g, 1, both, c, 2);
+    const double rows[3][2] = { { 100.0, 101.0 }, { 100.0, 115.0 }, { 102.0, 100.0 } };
+    pairs(&g, 1, rows, 3);
     /* ring 1, 1, 1.02 (median 1); tree 1.01, 1.15, 1 (1.01): a tie */
     cr_assert_eq(tc_winner(&g, AR, 0, &POL), 1);
     cr_assert_eq(tc_winner(&g, AR, 2, &POL), 1);
@@ -1362,11 +1367,8 @@ Test(tune_choose, winner_median_of_three_comparisons)
     tc_grid_t g;
     const uint64_t sz[1] = { 4096 };
     ring_tree(&g, 2, 1, sz);
-    const int both[2] = { 0, 1 };
-    const double m1[2] = { 10, 12 }, m2[2] = { 10, 11 }, m3[2] = { 13, 10 };
-    batch(&g, 0, both, m1, 2);
-    batch(&g, 0, both, m2, 2);
-    batch(&g, 0, both, m3, 2);
+    const double rows[3][2] = { { 10, 12 }, { 10, 11 }, { 13, 10 } };
+    pairs(&g, 0, rows, 3);
     /* ring 1, 1, 1.3: median 1; tree 1.2, 1.1, 1: median 1.1 */
     cr_assert_eq(tc_winner(&g, AR, 0, &POL), 0);
     cr_assert_float_eq(tc_rel(&g, 1, 0), 1.1, 1e-12);
@@ -1385,11 +1387,8 @@ Test(tune_choose, tie_not_taken_by_one_behind_at_times)
     grid(&g, 2, 1, sz);
     cand(&g, 0, BC, "shm", 3, NULL);
     cand(&g, 1, BC, "shm", 4, "shm chunk=1M");
-    const int both[2] = { 0, 1 };
-    const double far1[2] = { 47.3, 47.4 }, near[2] = { 36.8, 29.0 }, far2[2] = { 48.0, 47.9 };
-    batch(&g, 0, both, far1, 2);
-    batch(&g, 0, both, near, 2);
-    batch(&g, 0, both, far2, 2);
+    const double rows[3][2] = { { 47.3, 47.4 }, { 36.8, 29.0 }, { 48.0, 47.9 } };   /* far, near, far */
+    pairs(&g, 0, rows, 3);
     /* shm 1, 36.8/29, 48/47.9: median 48/47.9; chunk=1M 47.4/47.3, 1, 1: median 1 */
     cr_assert_float_eq(tc_rel(&g, 0, 0), 48.0 / 47.9, 1e-12);
     cr_assert_eq(tc_winner(&g, BC, 0, &POL), 1);
@@ -1398,8 +1397,8 @@ Test(tune_choose, tie_not_taken_by_one_behind_at_times)
     grid(&h, 2, 1, sz);
     h.cand[0] = g.cand[0];
     h.cand[1] = g.cand[1];
-    batch(&h, 0, both, far1, 2);
-    batch(&h, 0, both, far2, 2);
+    pairs(&h, 0, rows, 1);
+    pairs(&h, 0, rows + 2, 1);
     cr_assert_eq(tc_winner(&h, BC, 0, &POL), 0);
     tc_grid_free(&h);
     tc_grid_free(&g);
@@ -1455,16 +1454,11 @@ Test(tune_choose, tie_behind_by_less_than_twice_tie_max_is_no_evidence)
     tc_grid_t g;
     const uint64_t sz[1] = { 4096 };
     ring_tree(&g, 2, 1, sz);
-    const int both[2] = { 0, 1 };
-    const double a[2] = { 10.0, 10.1 }, b[2] = { 10.9, 10.0 }, c[2] = { 10.0, 10.05 };
-    batch(&g, 0, both, a, 2);
-    batch(&g, 0, both, b, 2);
-    batch(&g, 0, both, c, 2);
+    const double rows[5][2] = { { 10.0, 10.1 }, { 10.9, 10.0 }, { 10.0, 10.05 }, { 11.1, 10.0 }, { 10.0, 10.1 } };
+    pairs(&g, 0, rows, 3);
     cr_assert_eq(tc_winner(&g, AR, 0, &POL), 0);
     /* 11% behind once: tree takes it */
-    const double d[2] = { 11.1, 10.0 }, e[2] = { 10.0, 10.1 };
-    batch(&g, 0, both, d, 2);
-    batch(&g, 0, both, e, 2);
+    pairs(&g, 0, rows + 3, 2);
     cr_assert_eq(tc_winner(&g, AR, 0, &POL), 1);
     tc_grid_free(&g);
 }
