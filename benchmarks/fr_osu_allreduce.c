@@ -16,8 +16,8 @@ static int ar_run_mpi(osu_ctx_t *c)
 
 static const char *ar_algorithm(osu_ctx_t *c, char *label, size_t len)
 {
-    return fr_allreduce_choice(c->comm, c->count, c->o->dtype, c->o->op, c->o->device ? FR_MEM_CUDA : FR_MEM_HOST, label,
-                               len);
+    return fr_allreduce_choice(c->comm, c->count, c->o->dtype, c->o->op,
+                               c->o->device ? FR_MEM_CUDA : FR_MEM_HOST, label, len);
 }
 
 static double ar_busbw_factor(int n)

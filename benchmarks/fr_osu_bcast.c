@@ -16,8 +16,8 @@ static int bc_run_mpi(osu_ctx_t *c)
 
 static const char *bc_algorithm(osu_ctx_t *c, char *label, size_t len)
 {
-    return fr_bcast_choice(c->comm, c->count, c->o->dtype, c->o->root, c->o->device ? FR_MEM_CUDA : FR_MEM_HOST, label,
-                           len);
+    return fr_bcast_choice(c->comm, c->count, c->o->dtype, c->o->root,
+                           c->o->device ? FR_MEM_CUDA : FR_MEM_HOST, label, len);
 }
 
 static double bc_busbw_factor(int n)
