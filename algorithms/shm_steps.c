@@ -37,19 +37,35 @@ static fr_status_t copy_bg(struct fr_comm *comm, fr_copy_fn copy, char *dst, con
  * size. */
 #define ROTATE_SPAN ((size_t)512 * 1024)
 /* Larger pieces are not moved: a message of several of them already spreads
- * over the buffers, and a wider footprint costs more in the shared cache.
- * Nor are pieces under a page: for those, lines that a reader holds cost the
- * writer less than lines fetched from the shared cache or memory (a 512-byte
- * bcast took 0.30 us moved against 0.08 us in place on this VM, an 8 KiB
- * one 0.45 against 0.95). */
-#define ROTATE_BELOW ((size_t)256 * 1024)
-#define ROTATE_FROM  ((size_t)4096)
-static size_t rotate(uint64_t R, unsigned nbuf, size_t bytes, size_t spare)
+ * over the buffers, and a wider footprint costs more in the shared cache
+ * (1 and 2 MiB allreduces in 512 KiB chunks took 10-13% longer moved).
+ * A message of one piece has no such spread, and is moved below
+ * ROTATE_ONE_BELOW: a 256 KiB allreduce took 13.9 us moved against 18.0
+ * in place, 320 KiB 17.5 against 19.2 (medians of 70 launches in turn on
+ * this VM with its two vCPUs near each other; 384 and 448 KiB level; with
+ * them on different dies, level at every size). Nor are pieces under a
+ * page: for those, lines that a reader holds cost the writer less than
+ * lines fetched from the shared cache or memory (a 512-byte bcast took
+ * 0.30 us moved against 0.08 us in place on this VM, an 8 KiB one 0.45
+ * against 0.95). */
+#define ROTATE_BELOW     ((size_t)256 * 1024)
+#define ROTATE_ONE_BELOW ((size_t)512 * 1024)
+#define ROTATE_FROM      ((size_t)4096)
+static size_t rotate(uint64_t R, unsigned nbuf, size_t bytes, size_t spare, size_t below)
 {
     size_t step = (bytes + 4095) / 4096 * 4096;
-    if (bytes < ROTATE_FROM || bytes >= ROTATE_BELOW) return 0;
+    if (bytes < ROTATE_FROM || bytes >= below) return 0;
     if (spare > ROTATE_SPAN) spare = ROTATE_SPAN;
     return (size_t)(R / nbuf % (spare / step + 1)) * step;
+}
+
+/* Where the buffers of allreduce round @p R start, for a chunk of @p n
+ * elements of @p call. */
+static char *red_bufs(const fr_shm_t *s, const fr_call_t *call, uint64_t R, size_t n)
+{
+    const size_t bytes = n * fr_dtype_size(call->dtype);
+    const size_t below = bytes == call->bytes ? ROTATE_ONE_BELOW : ROTATE_BELOW;
+    return fr_shm_red(s, R) + rotate(R, FR_SHM_RED_NBUF, bytes, s->red_slot - bytes, below);
 }
 
 /* dst[0..n) = own op (every other local rank's copy at element @p at of
@@ -75,7 +91,7 @@ fr_status_t fr_shm_rs_chunk(struct fr_comm *comm, const fr_call_t *call, const c
     const int l = s->lsize, me = s->lrank;
     const size_t es = fr_dtype_size(call->dtype);
     uint64_t R = ++s->round[FR_SHM_F_ARRIVE];
-    char *bufs = fr_shm_red(s, R) + rotate(R, FR_SHM_RED_NBUF, n * es, s->red_slot - n * es);
+    char *bufs = red_bufs(s, call, R, n);
     char *mine = bufs + (size_t)me * s->red_slot;
     fr_block(n, l, me, so, sl);
     /* Buffer R % FR_SHM_RED_NBUF is free once every rank has started R-1 (shm.h). */
@@ -115,7 +131,7 @@ fr_status_t fr_shm_ag_chunk(struct fr_comm *comm, const fr_call_t *call, char *r
     fr_shm_t *s = comm->shm;
     const int l = s->lsize, me = s->lrank;
     const size_t es = fr_dtype_size(call->dtype);
-    char *bufs = fr_shm_red(s, R) + rotate(R, FR_SHM_RED_NBUF, n * es, s->red_slot - n * es);
+    char *bufs = red_bufs(s, call, R, n);
     fr_shm_post(s, FR_SHM_F_REDUCED, R);
     for (int k = 0; k < l; k++) {
         int j = (me + k) % l;   /* my own slice first: it is ready */
@@ -177,7 +193,8 @@ fr_status_t fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_
         slot = ring_slot(s->bc, s->bc_slot, bcast_slots(n, total), &s->bc_n, s->bc_round, R, &free_at);
         /* (rotated by this ring's own count of uses, which picked the slot:
          * R counts the other rings' chunks too) */
-        at = fr_shm_slot_data(slot, n) + rotate(s->bc_n - 1, FR_SHM_BCAST_NBUF, n, fr_shm_bcast_max(s) - n);
+        at = fr_shm_slot_data(slot, n) + rotate(s->bc_n - 1, FR_SHM_BCAST_NBUF, n, fr_shm_bcast_max(s) - n,
+                                                  ROTATE_BELOW);
     }
     if (s->lrank == root) {
         /* what the flags said last time often shows the slot free already,

@@ -132,18 +132,46 @@ static void test_allreduce_case(fr_dtype_t dt, fr_op_t op, size_t count)
     tu_free(input); tu_free(expect); tu_free(sbuf); tu_free(rbuf);
 }
 
+/* Call @p i of an allreduce stream on @p ce: @p count integers of @p dt
+ * (small, so every sum is exact even in int8), different per call and rank,
+ * summed in place or not, this rank @p late microseconds late; true when
+ * the result is each rank's own sum of every rank's inputs. */
+static int allreduce_checked(comm_ent_t *ce, unsigned char *sbuf, unsigned char *rbuf, unsigned char *expect,
+                             int i, fr_dtype_t dt, size_t count, int inplace, unsigned late)
+{
+    size_t es = tu_dtype_sizes[dt];
+    for (size_t e = 0; e < count; e++) {
+        long long mine = 0, all = 0;
+        for (int r = 0; r < np; r++) {
+            long long v = (long long)(tu_hash3((uint64_t)i, e, (uint64_t)r) % 21) - 10;
+            all += v;
+            if (r == me) mine = v;
+        }
+        store_int(sbuf, e, dt, (uint64_t)mine);
+        store_int(expect, e, dt, (uint64_t)all);
+    }
+    if (inplace) memcpy(rbuf, sbuf, count * es);
+    else memset(rbuf, 0x5A ^ me, count * es);
+    if (late) usleep(late);
+    fr_status_t st = fr_allreduce(inplace ? FR_IN_PLACE : sbuf, rbuf, count, dt, FR_SUM, ce->comm);
+    return st == FR_SUCCESS && !memcmp(rbuf, expect, count * es);
+}
+
 /* Many small allreduces in a row on each communicator, the type, the size
  * and in-place changing from call to call, a rank late now and then: shm's
  * ring of lines (data up to 56 bytes) and its two small slots (longer
  * data) take turns and are reused many times over, and a line or slot
- * overwritten too soon, or read as another round's, shows. Integer sums,
- * exact, against each rank's own sum of every rank's inputs. */
+ * overwritten too soon, or read as another round's, shows. Then larger
+ * ones, of one chunk (moved within shm's buffers from call to call below
+ * 512 KiB) and of several. Integer sums, exact, against each rank's own
+ * sum of every rank's inputs. */
 static void test_allreduce_stream(void)
 {
     static const size_t sizes[] = { 4, 56, 57, 64, 104, 111, 112, 113, 120, 8, 240, 1000 };
+    static const size_t big[] = { 300000, 70000, 262144, 2600000, 500000, 1100000, 400000 };
     static const fr_dtype_t dts[] = { FR_INT8, FR_INT32, FR_INT64 };
-    const int ncalls = 1500, nsz = (int)(sizeof sizes / sizeof sizes[0]);
-    unsigned char *sbuf = tu_alloc(1000), *rbuf = tu_alloc(1000), *expect = tu_alloc(1000);
+    const int ncalls = 1500, nsz = (int)(sizeof sizes / sizeof sizes[0]), nbig = (int)(sizeof big / sizeof big[0]);
+    unsigned char *sbuf = tu_alloc(2600000), *rbuf = tu_alloc(2600000), *expect = tu_alloc(2600000);
     for (int c = 0; c < n_arc; c++) {
         comm_ent_t *ce = &ar_comms[c];
         /* (not the MPI library's own: nothing of ours is reused there, and MPICH's
@@ -154,27 +182,26 @@ static void test_allreduce_stream(void)
         int bad = -1;
         for (int i = 0; i < ncalls; i++) {   /* (every rank makes every call, even after a wrong one) */
             fr_dtype_t dt = dts[i % 3];
-            size_t es = tu_dtype_sizes[dt], count = sizes[(i / 3) % nsz] / es;
-            int inplace = (i / 7) % 2;
-            for (size_t e = 0; e < count; e++) {
-                long long mine = 0, all = 0;   /* every rank's input: small, so every sum is exact in int8 */
-                for (int r = 0; r < np; r++) {
-                    long long v = (long long)(tu_hash3((uint64_t)i, e, (uint64_t)r) % 21) - 10;
-                    all += v;
-                    if (r == me) mine = v;
-                }
-                store_int(sbuf, e, dt, (uint64_t)mine);
-                store_int(expect, e, dt, (uint64_t)all);
-            }
-            if (inplace) memcpy(rbuf, sbuf, count * es);
-            else memset(rbuf, 0x5A ^ me, count * es);
-            if (i % 41 == 0 && me == (i / 41) % np) usleep(300);
-            fr_status_t st = fr_allreduce(inplace ? FR_IN_PLACE : sbuf, rbuf, count, dt, FR_SUM, ce->comm);
-            if (bad < 0 && (st != FR_SUCCESS || memcmp(rbuf, expect, count * es))) bad = i;
+            size_t count = sizes[(i / 3) % nsz] / tu_dtype_sizes[dt];
+            int late = i % 41 == 0 && me == (i / 41) % np;
+            if (!allreduce_checked(ce, sbuf, rbuf, expect, i, dt, count, (i / 7) % 2, late ? 300 : 0) && bad < 0)
+                bad = i;
         }
         TU_CHECK(bad < 0, "call %d (%s, %zu bytes, in place %d) gave a wrong result or failed", bad,
                  bad < 0 ? "" : tu_dtype_names[dts[bad % 3]], bad < 0 ? (size_t)0 : sizes[(bad / 3) % nsz],
                  bad < 0 ? 0 : (bad / 7) % 2);
+        const int n = 4 * nbig;
+        tu_begin("allreduce stream algo=%s: %d calls of 70 KB to 2.6 MB, in place or not", ce->algo ? ce->algo : "default",
+                 n);
+        bad = -1;
+        for (int i = 0; i < n; i++) {
+            int late = i % 5 == 0 && me == (i / 5) % np;
+            if (!allreduce_checked(ce, sbuf, rbuf, expect, ncalls + i, FR_INT32, big[i % nbig] / 4, i % 2,
+                                   late ? 500 : 0) && bad < 0)
+                bad = i;
+        }
+        TU_CHECK(bad < 0, "call %d (%zu bytes) gave a wrong result or failed", bad,
+                 bad < 0 ? (size_t)0 : big[bad % nbig]);
     }
     tu_free(sbuf); tu_free(rbuf); tu_free(expect);
 }
