@@ -40,10 +40,11 @@ static fr_status_t copy_bg(struct fr_comm *comm, fr_copy_fn copy, char *dst, con
  * over the buffers, and a wider footprint costs more in the shared cache
  * (1 and 2 MiB allreduces in 512 KiB chunks took 10-13% longer moved).
  * A message of one piece has no such spread, and is moved below
- * ROTATE_ONE_BELOW: a 256 KiB allreduce took 13.9 us moved against 18.0
- * in place, 320 KiB 17.5 against 19.2 (medians of 70 launches in turn on
- * this VM with its two vCPUs near each other; 384 and 448 KiB level; with
- * them on different dies, level at every size). Nor are pieces under a
+ * ROTATE_ONE_BELOW: a 256 KiB allreduce took 13.9 us moved against 18.1
+ * in place, 320 KiB 17.6 against 19.4 (medians of 53 and 47 launches in
+ * turn on this VM with its two vCPUs near each other; 384 and 448 KiB
+ * level; with them on different dies, 9 and 8 launches, level at every
+ * size). Nor are pieces under a
  * page: for those, lines that a reader holds cost the writer less than
  * lines fetched from the shared cache or memory (a 512-byte bcast took
  * 0.30 us moved against 0.08 us in place on this VM, an 8 KiB one 0.45
