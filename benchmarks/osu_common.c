@@ -706,12 +706,7 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
         } else {
             for (int i = 0; i < tk->n && !forced[n]; i++)
                 if (tk->rules[i].coll == fc) forced[n] = fr_algs[tk->rules[i].alg]->name;
-            fr_rule_t *r = realloc(tk->rules, sizeof *r * (size_t)(tk->n + own.n + 1));
-            if (!r) die("malloc", "out of memory");
-            memcpy(r + tk->n, own.rules, sizeof *r * (size_t)own.n);
-            tk->rules = r;
-            tk->n += own.n;
-            tk->cap = tk->n + 1;
+            if (fr_table_append(tk, &own) != FR_SUCCESS) die("--compare", fr_last_error());
         }
         names[n++] = w;
     }

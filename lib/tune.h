@@ -98,6 +98,9 @@ char *fr_rule_format(const fr_rule_t *r, char *buf, size_t len);
 void fr_table_print(const fr_table_t *t, FILE *f);
 const char *fr_rule_src_name(int src);
 void fr_table_free(fr_table_t *t);
+/* Append every rule of @p more (which may be @p t itself) to @p t, after
+ * its own: a table whose rules come first and @p more's after them. */
+fr_status_t fr_table_append(fr_table_t *t, const fr_table_t *more);
 
 /* Parse "1024", "8K", "4M", "1G" (powers of 1024) or "inf". 0 on success. */
 int fr_parse_size(const char *s, uint64_t *out);

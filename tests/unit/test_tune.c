@@ -537,6 +537,46 @@ Test(algo, single_name)
     cr_assert_eq(fr_table_parse_algo(NULL, "ring", rec, &d, &nbad), FR_ERR_NULL_POINTER);
 }
 
+/* A forced algorithm's rule with a whole table after it (--compare's forced
+ * columns): the rules in order, the table's own copy untouched, the table
+ * appended to itself, nothing appended, NULL. */
+Test(algo, append_table)
+{
+    char text[4096] = "", line[128];
+    for (int i = 0; i < 20; i++) {   /* more than the first allocation's 16 */
+        snprintf(line, sizeof line, "bcast host * * %dK-%dK pipeline chunk=%dK\n", i, i, i + 1);
+        strcat(text, line);
+    }
+    fr_table_t f = { 0 }, own = { 0 }, none = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse_algo(&f, "allreduce=ring", NULL, NULL, &nbad), FR_SUCCESS);
+    cr_assert_eq(fr_table_parse(&own, text, "test", FR_SRC_TUNE, NULL, NULL, &nbad), FR_SUCCESS);
+    cr_assert_eq(own.n, 20);
+    fr_rule_t first = f.rules[0];
+    cr_assert_eq(fr_table_append(&f, &own), FR_SUCCESS);
+    cr_assert_eq(f.n, 21);
+    cr_assert_eq(own.n, 20);
+    cr_assert(!memcmp(&f.rules[0], &first, sizeof first));
+    for (int i = 0; i < 20; i++) {
+        cr_assert(!memcmp(&f.rules[1 + i], &own.rules[i], sizeof own.rules[i]), "rule %d", i);
+        cr_assert_eq(f.rules[1 + i].chunk, (uint64_t)(i + 1) * 1024);
+    }
+    cr_assert_eq(fr_table_match(&f, 0, FR_COLL_ALLREDUCE, FR_MEM_HOST, 1, 2, 64), 0);
+    cr_assert_eq(fr_table_match(&f, 0, FR_COLL_BCAST, FR_MEM_HOST, 1, 2, 7 * 1024), 8);
+
+    cr_assert_eq(fr_table_append(&own, &own), FR_SUCCESS);
+    cr_assert_eq(own.n, 40);
+    for (int i = 0; i < 20; i++)
+        cr_assert(!memcmp(&own.rules[20 + i], &f.rules[1 + i], sizeof own.rules[i]), "rule %d", 20 + i);
+
+    cr_assert_eq(fr_table_append(&f, &none), FR_SUCCESS);
+    cr_assert_eq(f.n, 21);
+    cr_assert_eq(fr_table_append(NULL, &own), FR_ERR_NULL_POINTER);
+    cr_assert_eq(fr_table_append(&f, NULL), FR_ERR_NULL_POINTER);
+    fr_table_free(&f);
+    fr_table_free(&own);
+}
+
 Test(algo, per_collective)
 {
     fr_table_t t = { 0 };
