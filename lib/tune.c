@@ -267,9 +267,11 @@ fr_status_t fr_table_append(fr_table_t *t, const fr_table_t *more)
     if (!t || !more)
         return FR_ERROR(FR_ERR_NULL_POINTER, "fr_table_append: NULL table");
     const int n = more->n;   /* (more may be t, which grows) */
-    for (int i = 0; i < n; i++)
-        if (table_push(t, &more->rules[i]) != FR_SUCCESS)
+    for (int i = 0; i < n; i++) {
+        fr_rule_t r = more->rules[i];   /* (a copy: pushing may move t's rules, which may be more's) */
+        if (table_push(t, &r) != FR_SUCCESS)
             return FR_ERROR(FR_ERR_NO_MEMORY, "no memory for a tuning table of %d rules", t->n + n - i);
+    }
     return FR_SUCCESS;
 }
 

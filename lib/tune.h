@@ -99,7 +99,8 @@ void fr_table_print(const fr_table_t *t, FILE *f);
 const char *fr_rule_src_name(int src);
 void fr_table_free(fr_table_t *t);
 /* Append every rule of @p more (which may be @p t itself) to @p t, after
- * its own: a table whose rules come first and @p more's after them. */
+ * its own: a table whose rules come first and @p more's after them. Out of
+ * memory, @p t keeps those appended so far. */
 fr_status_t fr_table_append(fr_table_t *t, const fr_table_t *more);
 
 /* Parse "1024", "8K", "4M", "1G" (powers of 1024) or "inf". 0 on success. */

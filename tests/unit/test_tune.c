@@ -206,22 +206,25 @@ static char *print_table(const fr_table_t *t)
     return PRINTED(fr_table_print, t);
 }
 
+/* Rule @p i of two tables the same, field by field (where it came from aside). */
+static void expect_same_rule(const fr_rule_t *x, const fr_rule_t *y, int i)
+{
+    cr_assert_eq(x->coll, y->coll, "rule %d", i);
+    cr_assert_eq(x->mem, y->mem, "rule %d", i);
+    cr_assert(x->nodes.lo == y->nodes.lo && x->nodes.hi == y->nodes.hi, "rule %d nodes", i);
+    cr_assert(x->ppn.lo == y->ppn.lo && x->ppn.hi == y->ppn.hi, "rule %d ppn", i);
+    cr_assert(x->bytes.lo == y->bytes.lo && x->bytes.hi == y->bytes.hi, "rule %d bytes", i);
+    cr_assert_eq(x->alg, y->alg, "rule %d", i);
+    cr_assert_eq(x->chunk, y->chunk, "rule %d", i);
+    cr_assert_eq(x->fanout, y->fanout, "rule %d", i);
+    cr_assert_eq(x->across, y->across, "rule %d", i);
+    cr_assert_eq(x->proto, y->proto, "rule %d", i);
+}
+
 static void expect_same_rules(const fr_table_t *a, const fr_table_t *b)
 {
     cr_assert_eq(a->n, b->n);
-    for (int i = 0; i < a->n; i++) {
-        const fr_rule_t *x = &a->rules[i], *y = &b->rules[i];
-        cr_assert_eq(x->coll, y->coll, "rule %d", i);
-        cr_assert_eq(x->mem, y->mem, "rule %d", i);
-        cr_assert(x->nodes.lo == y->nodes.lo && x->nodes.hi == y->nodes.hi, "rule %d nodes", i);
-        cr_assert(x->ppn.lo == y->ppn.lo && x->ppn.hi == y->ppn.hi, "rule %d ppn", i);
-        cr_assert(x->bytes.lo == y->bytes.lo && x->bytes.hi == y->bytes.hi, "rule %d bytes", i);
-        cr_assert_eq(x->alg, y->alg, "rule %d", i);
-        cr_assert_eq(x->chunk, y->chunk, "rule %d", i);
-        cr_assert_eq(x->fanout, y->fanout, "rule %d", i);
-        cr_assert_eq(x->across, y->across, "rule %d", i);
-        cr_assert_eq(x->proto, y->proto, "rule %d", i);
-    }
+    for (int i = 0; i < a->n; i++) expect_same_rule(&a->rules[i], &b->rules[i], i);
 }
 
 /* @p t printed in the file format (returned, to be freed), parsed back into
@@ -556,9 +559,9 @@ Test(algo, append_table)
     cr_assert_eq(fr_table_append(&f, &own), FR_SUCCESS);
     cr_assert_eq(f.n, 21);
     cr_assert_eq(own.n, 20);
-    cr_assert(!memcmp(&f.rules[0], &first, sizeof first));
+    expect_same_rule(&f.rules[0], &first, 0);
     for (int i = 0; i < 20; i++) {
-        cr_assert(!memcmp(&f.rules[1 + i], &own.rules[i], sizeof own.rules[i]), "rule %d", i);
+        expect_same_rule(&f.rules[1 + i], &own.rules[i], 1 + i);
         cr_assert_eq(f.rules[1 + i].chunk, (uint64_t)(i + 1) * 1024);
     }
     cr_assert_eq(fr_table_match(&f, 0, FR_COLL_ALLREDUCE, FR_MEM_HOST, 1, 2, 64), 0);
@@ -567,7 +570,7 @@ Test(algo, append_table)
     cr_assert_eq(fr_table_append(&own, &own), FR_SUCCESS);
     cr_assert_eq(own.n, 40);
     for (int i = 0; i < 20; i++)
-        cr_assert(!memcmp(&own.rules[20 + i], &f.rules[1 + i], sizeof own.rules[i]), "rule %d", 20 + i);
+        expect_same_rule(&own.rules[20 + i], &f.rules[1 + i], 20 + i);
 
     cr_assert_eq(fr_table_append(&f, &none), FR_SUCCESS);
     cr_assert_eq(f.n, 21);
