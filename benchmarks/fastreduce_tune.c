@@ -663,14 +663,21 @@ static int contenders(const tuner_t *T, int coll, int s, int *list)
     return rivals(T, coll, s, 1.25, list);
 }
 
+/* list[0..n) and candidate @p c (-1: none) when it is not among them;
+ * returns the new count. */
+static int add_listed(int *list, int n, int c)
+{
+    int in = 0;
+    for (int i = 0; i < n; i++) in |= list[i] == c;
+    if (c >= 0 && !in) list[n++] = c;
+    return n;
+}
+
 /* The contenders, and candidate @p also (-1: none) when it is not among
  * them. */
 static int contenders_and(const tuner_t *T, int coll, int s, int also, int *list)
 {
-    int n = contenders(T, coll, s, list), in = 0;
-    for (int i = 0; i < n; i++) in |= list[i] == also;
-    if (also >= 0 && !in) list[n++] = also;
-    return n;
+    return add_listed(list, contenders(T, coll, s, list), also);
 }
 
 /* A second look, later than the sweep, at every size where some candidate
@@ -712,14 +719,16 @@ static void second_look(tuner_t *T)
 }
 
 /* The candidates a lone win at size s is measured again with: its
- * contenders, and the winner of the sizes around it (tc_disputed: they
- * agree) when that one is not among them, so the win is put to the one it
- * took the size from. */
+ * contenders, and the winners of the nearest sizes on each side
+ * (tc_disputed) when they are not among them, so the win is put to those
+ * it took the size from. */
 static int lone_win_list(const tuner_t *T, int coll, int s, int *list)
 {
-    int around = -1;
-    for (int t = s - 1; t >= 0 && around < 0; t--) around = tc_winner(&T->g, coll, t, &T->pol);
-    return contenders_and(T, coll, s, around >= 0 && tc_at(&T->g, around, s)->state == TC_OK ? around : -1, list);
+    int below = -1, above = -1;
+    for (int t = s - 1; t >= 0 && below < 0; t--) below = tc_winner(&T->g, coll, t, &T->pol);
+    for (int t = s + 1; t < T->g.nsizes && above < 0; t++) above = tc_winner(&T->g, coll, t, &T->pol);
+    int n = contenders_and(T, coll, s, below >= 0 && tc_at(&T->g, below, s)->state == TC_OK ? below : -1, list);
+    return add_listed(list, n, above >= 0 && tc_at(&T->g, above, s)->state == TC_OK ? above : -1);
 }
 
 /* Measure the disputed sizes (tc_disputed) again, their contenders side by

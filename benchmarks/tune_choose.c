@@ -286,7 +286,7 @@ int tc_disputed(const tc_grid_t *g, int coll, const tc_policy_t *p, int *out, in
         if (prev >= 0 && prev_w != w) {
             int next_w = -1;
             for (int t = s + 1; t < g->nsizes && next_w < 0; t++) next_w = tc_winner(g, coll, t, p);
-            if (next_w == prev_w && n < cap) out[n++] = s;
+            if (next_w >= 0 && next_w != w && n < cap) out[n++] = s;
         }
         prev = s;
         prev_w = w;

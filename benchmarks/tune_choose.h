@@ -137,9 +137,13 @@ int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p);
 int tc_keep(const tc_grid_t *g, int c, int s, const tc_policy_t *p);
 
 /* Sizes of collective @p coll whose winner differs from the winners of the
- * nearest sizes with a winner on both sides, which agree with each other:
- * a lone win is more likely noise than two crossovers, so the tuner
- * measures these again. Returns how many were written to @p out. */
+ * nearest sizes with a winner on both sides (which may differ from each
+ * other): a win no neighbour shares rests on one size's measurements, and
+ * one slow spell there can make it, so the tuner measures these again (on
+ * the 2-core VM with 4 ranks, `shm chunk=128K` took a lone 512 KiB between
+ * `shm` and `shm chunk=2M` and then ran 1.24-1.31x behind `shm` in every
+ * check). A run of two sizes with one winner is not disputed. Returns how
+ * many were written to @p out. */
 int tc_disputed(const tc_grid_t *g, int coll, const tc_policy_t *p, int *out, int cap);
 
 /* A run of sizes with one winner. */

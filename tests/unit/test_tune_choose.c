@@ -749,20 +749,38 @@ Test(tune_choose, disputed_two_size_run_not)
     cr_assert_eq(disputed("AAABBAAA", out, 8), 0);
 }
 
-Test(tune_choose, disputed_true_crossovers_not)
+/* None of the NULL-terminated winner strings has a disputed size. */
+static void expect_no_dispute(const char *const *wins)
 {
     int out[8];
-    cr_assert_eq(disputed("AAABCCCC", out, 8), 0);
-    cr_assert_eq(disputed("ABCABCAB", out, 8), 0);
+    for (; *wins; wins++) cr_assert_eq(disputed(*wins, out, 8), 0, "%s", *wins);
+}
+
+Test(tune_choose, disputed_true_crossovers_not)
+{
+    static const char *const w[] = { "AAAACCCC", "AABBCCDD", "AAABBCCC", NULL };
+    expect_no_dispute(w);
+}
+
+/* A win no neighbour shares, between two different winners: the 4-rank
+ * case of a variant alone at 512 KiB between shm and another variant. */
+Test(tune_choose, disputed_lone_win_between_different)
+{
+    int out[8];
+    cr_assert_eq(disputed("AAABCCCC", out, 8), 1);
+    cr_assert_eq(out[0], 3);
+    /* each of 1..6 differs from both of its neighbours */
+    cr_assert_eq(disputed("ABCABCAB", out, 8), 6);
+    for (int i = 0; i < 6; i++) cr_assert_eq(out[i], i + 1);
+    /* B lone between A and C, then C, D in runs of two */
+    cr_assert_eq(disputed("AABCCDDA", out, 8), 1);
+    cr_assert_eq(out[0], 2);
 }
 
 Test(tune_choose, disputed_ends_not)
 {
-    int out[8];
-    cr_assert_eq(disputed("BAAAAAAA", out, 8), 0);
-    cr_assert_eq(disputed("AAAAAAAB", out, 8), 0);
-    cr_assert_eq(disputed("AAAAAAAA", out, 8), 0);
-    cr_assert_eq(disputed("--------", out, 8), 0);
+    static const char *const w[] = { "BAAAAAAA", "AAAAAAAB", "AAAAAAAA", "--------", NULL };
+    expect_no_dispute(w);
 }
 
 Test(tune_choose, disputed_neighbours_skip_sizes_without_winner)
@@ -783,9 +801,9 @@ Test(tune_choose, disputed_several_and_cap)
     cr_assert_eq(out[1], 2);
     cr_assert_eq(out[2], 3);
     int small[3] = { -7, -7, -7 };
-    cr_assert_eq(disputed("ABACABAA", small, 2), 2);
+    cr_assert_eq(disputed("ABACCBAA", small, 2), 2);
     cr_assert_eq(small[0], 1);
-    cr_assert_eq(small[1], 3);
+    cr_assert_eq(small[1], 2);
     cr_assert_eq(small[2], -7);
 }
 
