@@ -23,12 +23,16 @@
  * nothing to overlap: 512 KiB took 1.05 times as long in one. */
 #define BIG_CHUNK (512u * 1024u)
 #define BIG_FROM  ((size_t)1024 * 1024)
+static uint64_t default_chunk(const fr_call_t *call)
+{
+    return call->bytes >= BIG_FROM ? BIG_CHUNK : DEFAULT_CHUNK;
+}
 
 static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 {
     fr_shm_t *s = comm->shm;
     if (comm->size == 1) return FR_SUCCESS;
-    size_t chunk = call->chunk ? call->chunk : call->bytes >= BIG_FROM ? BIG_CHUNK : DEFAULT_CHUNK;
+    size_t chunk = call->chunk ? call->chunk : default_chunk(call);
     if (chunk > fr_shm_bcast_max(s)) chunk = fr_shm_bcast_max(s);
     /* A message of more than half a small-ring slot goes in two halves (in
      * whole lines): the root writes into lines the other ranks still hold,
@@ -54,5 +58,5 @@ const fr_alg_t fr_alg_bcast_shm = {
             "up to 4K go "
             "through a ring of 128 slots (a message of 2K-4K in two halves), up to 8 bytes a ring of 512 packed "
             "slots",
-    .params = FR_PARAM_CHUNK, .chunk_def = DEFAULT_CHUNK,
+    .params = FR_PARAM_CHUNK, .chunk_def = DEFAULT_CHUNK, .chunk_for = default_chunk,
 };

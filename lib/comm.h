@@ -100,7 +100,15 @@ typedef struct fr_alg {
     const char *desc;
     unsigned    params;                     /* FR_PARAM_* it reads from a rule */
     uint64_t    chunk_def;                  /* its chunk size when the rule gives none (FR_PARAM_CHUNK) */
+    /* where that depends on the call, the chunk size for @p call (NULL: chunk_def) */
+    uint64_t    (*chunk_for)(const fr_call_t *call);
 } fr_alg_t;
+
+/* The chunk size @p a takes for @p call when the rule gives none. */
+static inline uint64_t fr_alg_chunk_default(const fr_alg_t *a, const fr_call_t *call)
+{
+    return a->chunk_for ? a->chunk_for(call) : a->chunk_def;
+}
 
 /* Rule parameters an algorithm uses (the autotuner sweeps these). */
 enum { FR_PARAM_CHUNK = 1u, FR_PARAM_FANOUT = 2u, FR_PARAM_ACROSS = 4u, FR_PARAM_PROTO = 8u };

@@ -420,9 +420,9 @@ static const char *query(fr_status_t prep, fr_comm_t comm, fr_call_t *call, size
     const fr_alg_t *a = fr_select_choose(comm, call, &rule);
     if (!label || !len) return a->name;
     char params[96];
+    uint64_t chunk = call->chunk == fr_alg_chunk_default(a, call) ? 0 : call->chunk;
     snprintf(label, len, "%s%s", a->name,
-             fr_params_format(call->chunk == a->chunk_def ? 0 : call->chunk, call->fanout, call->across,
-                              call->proto, params, sizeof params));
+             fr_params_format(chunk, call->fanout, call->across, call->proto, params, sizeof params));
     return label;
 }
 

@@ -604,6 +604,38 @@ static void test_device_choice(void)
     env_clear();
 }
 
+/* The label of the choice (what --compare prints) leaves out a chunk equal
+ * to the algorithm's default for that call, which for shm bcast depends on
+ * the size (256K, 512K from 1 MiB), and names any other. */
+static void test_choice_label(void)
+{
+    if (np < 2) return;   /* (one rank: nothing to move, shm's check may decline) */
+    static const struct { const char *coll, *rule; size_t bytes; const char *want; } q[] = {
+        { "bcast", "bcast host * * * shm chunk=256K", 65536, "shm" },
+        { "bcast", "bcast host * * * shm chunk=256K", 2u << 20, "shm chunk=256K" },
+        { "bcast", "bcast host * * * shm chunk=512K", 65536, "shm chunk=512K" },
+        { "bcast", "bcast host * * * shm chunk=512K", 2u << 20, "shm" },
+        { "bcast", "bcast host * * * shm", 2u << 20, "shm" },
+        { "allreduce", "allreduce host * * * shm chunk=512K", 2u << 20, "shm" },
+        { "allreduce", "allreduce host * * * shm chunk=1M", 2u << 20, "shm chunk=1M" },
+    };
+    env_clear();
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+        fr_config_t cfg = FR_CONFIG_INIT;
+        cfg.tune = q[i].rule;
+        fr_comm_t c = make_comm(q[i].rule, &cfg, NULL, NULL);
+        if (!c) continue;
+        char label[128] = "";
+        const char *got = !strcmp(q[i].coll, "bcast")
+                              ? fr_bcast_choice(c, q[i].bytes, FR_UINT8, 0, FR_MEM_HOST, label, sizeof label)
+                              : fr_allreduce_choice(c, q[i].bytes / 4, FR_INT32, FR_SUM, FR_MEM_HOST, label,
+                                                    sizeof label);
+        tu_begin("%s: %s of %zu bytes is labelled %s", q[i].rule, q[i].coll, q[i].bytes, q[i].want);
+        TU_CHECK(got && !strcmp(label, q[i].want), "got '%s'", label);
+        free_comm(q[i].rule, c);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -617,6 +649,7 @@ int main(int argc, char **argv)
     test_decline();
     test_tune_path();
     test_device_choice();
+    test_choice_label();
     int rc = tu_finish();
     MPI_Finalize();
     return rc;
