@@ -55,8 +55,7 @@ const fr_alg_t fr_alg_bcast_shm = {
     .desc = "single node: the root streams chunks through a ring of 8 shared-memory buffers (a message of "
             "fewer than 8 chunks takes turns in those that fit in 2 MiB, 2 at least); "
             "chunk=256K, 512K from 1M (at most FASTREDUCE_SHM_SIZE x ranks / 8, less a 64-byte header); chunks "
-            "up to 4K go "
-            "through a ring of 128 slots (a message of 2K-4K in two halves), up to 8 bytes a ring of 512 packed "
-            "slots",
+            "up to 4K go through a ring of 128 slots (a message of 2K-4K in two halves), up to 8 bytes a ring of "
+            "512 packed slots",
     .params = FR_PARAM_CHUNK, .chunk_def = DEFAULT_CHUNK, .chunk_for = default_chunk,
 };

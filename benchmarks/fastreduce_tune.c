@@ -727,8 +727,12 @@ static int lone_win_list(const tuner_t *T, int coll, int s, int *list)
     int below = -1, above = -1;
     for (int t = s - 1; t >= 0 && below < 0; t--) below = tc_winner(&T->g, coll, t, &T->pol);
     for (int t = s + 1; t < T->g.nsizes && above < 0; t++) above = tc_winner(&T->g, coll, t, &T->pol);
-    int n = contenders_and(T, coll, s, below >= 0 && tc_at(&T->g, below, s)->state == TC_OK ? below : -1, list);
-    return add_listed(list, n, above >= 0 && tc_at(&T->g, above, s)->state == TC_OK ? above : -1);
+    int n = contenders(T, coll, s, list);
+    for (int k = 0; k < 2; k++) {   /* each side's winner, where it was measured correct at s */
+        int c = k ? above : below;
+        n = add_listed(list, n, c >= 0 && tc_at(&T->g, c, s)->state == TC_OK ? c : -1);
+    }
+    return n;
 }
 
 /* Measure the disputed sizes (tc_disputed) again, their contenders side by
