@@ -128,6 +128,28 @@ static fr_status_t add_nic(fr_topo_t *t, hwloc_topology_t h, hwloc_obj_t dev, hw
     return FR_SUCCESS;
 }
 
+/* The deepest level of data (or unified) caches that hwloc reports with a
+ * size: its level, how many caches and their bytes in all. */
+static void last_level_cache(fr_topo_t *t, hwloc_topology_t h)
+{
+    static const hwloc_obj_type_t level[] = { HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L3CACHE,
+                                              HWLOC_OBJ_L4CACHE, HWLOC_OBJ_L5CACHE };
+    for (int l = (int)(sizeof level / sizeof level[0]) - 1; l >= 0; l--) {
+        int n = hwloc_get_nbobjs_by_type(h, level[l]);
+        unsigned long long bytes = 0;
+        for (int i = 0; i < n; i++) {
+            hwloc_obj_t o = hwloc_get_obj_by_type(h, level[l], (unsigned)i);
+            if (o->attr) bytes += o->attr->cache.size;
+        }
+        if (bytes) {
+            t->llc_level = l + 1;
+            t->nllc = n;
+            t->llc_bytes = bytes;
+            return;
+        }
+    }
+}
+
 static fr_status_t read_cpus(fr_topo_t *t, hwloc_topology_t h)
 {
     t->npackages = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PACKAGE);
@@ -136,6 +158,7 @@ static fr_status_t read_cpus(fr_topo_t *t, hwloc_topology_t h)
     hwloc_obj_type_t ct = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
     t->ncores = hwloc_get_nbobjs_by_type(h, ct);
     if (t->nnuma < 1 || t->ncores < 1) return FR_ERROR(FR_ERR_SYSTEM, "topology: no NUMA node or no core");
+    last_level_cache(t, h);
     t->numa = calloc((size_t)t->nnuma, sizeof *t->numa);
     t->core = calloc((size_t)t->ncores, sizeof *t->core);
     t->numa_dist = calloc((size_t)t->nnuma * (size_t)t->nnuma, sizeof *t->numa_dist);

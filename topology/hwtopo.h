@@ -55,6 +55,8 @@ typedef struct fr_topo {
     fr_topo_nic_t  *nic;
     int   nnics;
     int  *numa_dist;             /* [nnuma * nnuma]: hwloc's matrix, else 10 local / 20 remote */
+    int   llc_level, nllc;       /* the last level of data caches (3: L3) and how many there are; 0: unknown */
+    unsigned long long llc_bytes; /* the sizes of those caches added up */
     char  fingerprint[160];
 } fr_topo_t;
 
@@ -111,6 +113,7 @@ typedef struct fr_binding {
     int  topo_held;              /* 1: holds the shared machine topology (give it back: fr_topo_release) */
     int  numa;
     char fingerprint[160];       /* the node's topology fingerprint, "" when unreadable */
+    size_t llc_share;            /* the node's last-level cache bytes over its ranks here, 0 when unknown */
 } fr_binding_t;
 
 /* Collective over @p comm; works on the ranks that really share this

@@ -30,8 +30,13 @@ void fr_topo_print(FILE *f, const fr_topo_t *t)
 {
     char buf[512];
     fprintf(f, "topology: %s\nfingerprint: %s\n", t->source, t->fingerprint);
-    fprintf(f, "node: %d package(s), %d NUMA node(s), %d cores, %d PUs, %d GPU(s), %d NIC(s)\n\n", t->npackages,
+    fprintf(f, "node: %d package(s), %d NUMA node(s), %d cores, %d PUs, %d GPU(s), %d NIC(s)\n", t->npackages,
             t->nnuma, t->ncores, t->npus, t->ngpus, t->nnics);
+    if (t->llc_level)
+        fprintf(f, "last-level caches: %d L%d, %.1f MiB in all\n\n", t->nllc, t->llc_level,
+                (double)t->llc_bytes / (1024.0 * 1024.0));
+    else
+        fprintf(f, "last-level caches: unknown\n\n");
     for (int n = 0; n <= t->nnuma; n++) {
         int any = 0;
         if (n < t->nnuma) {
@@ -217,7 +222,13 @@ void fr_topo_print_json(FILE *f, const fr_topo_t *t, const fr_plan_t *plan)
     jstr(f, t->source);
     fprintf(f, ",\n  \"fingerprint\": ");
     jstr(f, t->fingerprint);
-    fprintf(f, ",\n  \"packages\": %d, \"cores\": %d, \"pus\": %d,\n  \"numa\": [", t->npackages, t->ncores, t->npus);
+    fprintf(f, ",\n  \"packages\": %d, \"cores\": %d, \"pus\": %d,", t->npackages, t->ncores, t->npus);
+    if (t->llc_level)
+        fprintf(f, "\n  \"llc\": {\"level\": %d, \"count\": %d, \"bytes\": %llu},", t->llc_level, t->nllc,
+                t->llc_bytes);
+    else
+        fprintf(f, "\n  \"llc\": null,");
+    fprintf(f, "\n  \"numa\": [");
     for (int n = 0; n < t->nnuma; n++) {
         numa_pus(t, n, buf, sizeof buf);
         fprintf(f, "%s\n    {\"index\": %d, \"os_index\": %d, \"package\": %d, \"memory\": %llu, \"cores\": ",

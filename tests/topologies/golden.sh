@@ -76,6 +76,9 @@ if [ -f "$here/dgx-8gpu.xml" ]; then
         "^GPU 0 +2 +0 +2 +4 +4\$"
     expect "dgx-8gpu: 8 ranks bind like --map-by ppr:8:node:PE=2" dgx-8gpu.plan-8.txt "ppr:8:node:PE=2 --bind-to core"
     expect "dgx-8gpu: 16 ranks, two per GPU, one core each" dgx-8gpu.plan-16.txt "^  8 +0 +4 +[0-9,-]+ +0 \\(cuda0\\) +mlx5_0\$"
+    expect "dgx-8gpu: its last-level caches are the two sockets' L3 of 105 MiB" dgx-8gpu.txt \
+        "^last-level caches: 2 L3, 210\\.0 MiB in all\$"
+    expect "dgx-8gpu: the same in JSON" dgx-8gpu.json '"llc": \{"level": 3, "count": 2, "bytes": 220200960\}'
 fi
 if [ -f "$here/gpu-far-nic.xml" ]; then
     expect "gpu-far-nic: the GPU's only RDMA NIC is across the sockets" gpu-far-nic.txt "^GPU 0 +4\$"
@@ -91,6 +94,7 @@ if [ -f "$here/cpu-only.xml" ]; then
 fi
 if [ -f "$here/one-core.xml" ]; then
     expect "one-core: 16 ranks share the one core" one-core.plan-16.txt "^  15 +0 +0 +0 .*\\(shares its cores\\)\$"
+    expect "one-core: no cache in the XML, no last-level cache size" one-core.txt "^last-level caches: unknown\$"
 fi
 if [ -f "$here/gpu-bad-index.xml" ]; then
     # CUDA OS devices named cuda2147483647 and cuda-2: no usable index, discovery order kept
