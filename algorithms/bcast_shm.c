@@ -41,7 +41,7 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
      * UCX 0.50-0.52). */
     if (!call->chunk && call->bytes > FR_SHM_BSMALL / 2 && call->bytes <= FR_SHM_BSMALL)
         chunk = (call->bytes / 2 + FR_CACHELINE - 1) / FR_CACHELINE * FR_CACHELINE;
-    fr_copy_fn copy_out = fr_copy_for(call->bytes);
+    fr_copy_fn copy_out = fr_shm_copy_for(s, call);
     int root = comm->rank_local[call->root];
     for (size_t off = 0; off < call->bytes; off += chunk) {
         size_t n = call->bytes - off < chunk ? call->bytes - off : chunk;

@@ -222,9 +222,9 @@ size_t fr_shm_chunk_elems(const struct fr_comm *comm, const fr_call_t *call, siz
 fr_status_t fr_shm_allreduce_chunks(struct fr_comm *comm, const fr_call_t *call, size_t def_chunk,
                                     fr_slice_fn between)
 {
-    /* A result larger than a good part of the cache is written with
+    /* A result larger than this rank's share of the cache is written with
      * streaming stores: it saves reading the destination lines first. */
-    fr_copy_fn copy_out = fr_copy_for(call->bytes);
+    fr_copy_fn copy_out = fr_shm_copy_for(comm->shm, call);
     const size_t es = fr_dtype_size(call->dtype), cel = fr_shm_chunk_elems(comm, call, def_chunk);
     unsigned k = 0;
     for (size_t off = 0; off < call->count; off += cel, k++) {

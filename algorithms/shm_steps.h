@@ -7,8 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "comm.h"
-
-typedef void (*fr_copy_fn)(void *, const void *, size_t);
+#include "copy.h"
 
 /* One chunk's reduce-scatter: @p n elements of @p send go into this rank's
  * slot; this rank reduces its slice (elements [*so, *so + *sl) of the

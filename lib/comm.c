@@ -211,6 +211,7 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     c->gpu = bind.gpu;
     snprintf(c->nic, sizeof c->nic, "%s", bind.nic);
     snprintf(c->fingerprint, sizeof c->fingerprint, "%s", bind.fingerprint);
+    c->llc_share = bind.llc_share;
 
     FR_CHECK_GOTO(fr_select_load(c, config), st, fail);
     c->spin = (uint64_t)fr_env_int("FASTREDUCE_SPIN");

@@ -7,8 +7,7 @@
 
 #include <stddef.h>
 
-/* Results of at least this many bytes are written with streaming stores. */
-#define FR_STREAM_MIN (8u << 20)
+typedef void (*fr_copy_fn)(void *, const void *, size_t);
 
 /* Copy @p n bytes (no overlap) with ordinary stores: the data stays in cache
  * for a reader that comes soon. */
@@ -17,10 +16,21 @@ void fr_copy(void *dst, const void *src, size_t n);
  * large results nobody reads soon; falls back to fr_copy elsewhere. */
 void fr_copy_stream(void *dst, const void *src, size_t n);
 
-/* The copy for the result of an operation of @p bytes in all. */
-static inline void (*fr_copy_for(size_t bytes))(void *, const void *, size_t)
+/* The least result, in bytes, that a rank whose share of the node's
+ * last-level caches is @p llc_share bytes (the caches' bytes over the
+ * node's ranks) writes with streaming stores: that share, 1 MiB at least,
+ * or FR_STREAM_UNKNOWN when the share is 0 (unknown). A smaller result
+ * stays in the cache, where the next call, or the program reading it,
+ * finds it. */
+#define FR_STREAM_FLOOR   ((size_t)1 << 20)
+#define FR_STREAM_UNKNOWN ((size_t)8 << 20)
+size_t fr_stream_min(size_t llc_share);
+
+/* The copy for a result of @p bytes, when results of @p stream_min bytes
+ * or more are streamed. */
+static inline fr_copy_fn fr_copy_for(size_t bytes, size_t stream_min)
 {
-    return bytes >= FR_STREAM_MIN ? fr_copy_stream : fr_copy;
+    return bytes >= stream_min ? fr_copy_stream : fr_copy;
 }
 
 #endif

@@ -140,6 +140,7 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
     /* drop an XML topology when done; the machine's stays with the communicator */
 #define TOPO_DONE() do { if (!held) fr_topo_free(t); } while (0)
     if (t) snprintf(out->fingerprint, sizeof out->fingerprint, "%s", t->fingerprint);
+    if (t) out->llc_share = (size_t)(t->llc_bytes / (unsigned long long)nlocal);
     int g = my_gpu(t, local);
     int *gpus = malloc((size_t)nlocal * sizeof *gpus);
     if (!gpus) { TOPO_DONE(); return FR_ERROR(FR_ERR_NO_MEMORY, "binding: out of memory"); }

@@ -183,6 +183,18 @@ run_one 4 "FASTREDUCE_SHM_STREAM=1 FASTREDUCE_NODE_SIZE=2" test_coll --quick --a
 run_one 3 "FASTREDUCE_SHM_STREAM=auto:0 FASTREDUCE_DEBUG=TRACE FASTREDUCE_DEBUG_SUBSYS=SHM" test_coll --quick --algo shm
 nsw=$(grep -cE 'fastreduce TRACE .*shm: a plain put of [0-9]+ bytes took [0-9]+ ns .*: streaming stores from now$' "$last_log")
 pass_fail "$([ "$nsw" -gt 0 ] && echo 1 || echo 0)" "np=3 FASTREDUCE_SHM_STREAM=auto:0: $nsw switches to streaming stores logged (log: $last_log)"
+# Results are written with streaming stores from a rank's share of the
+# node's last-level caches, which hwloc reports: cpu-only.xml has two L3 of
+# 32 MiB, so 3 ranks stream from 64 MiB / 3; one-core.xml gives no cache
+# sizes, and then 8 MiB is used. The results of 8 Mi elements fall both sides
+# of the first, and the log says what was used.
+for fx in cpu-only:22369621 one-core:8388608; do
+    fxname=${fx%%:*} fxmin=${fx#*:}
+    run_one 3 "FASTREDUCE_TOPO_XML=${srcdir:-$(dirname "$0")/..}/topologies/$fxname.xml FASTREDUCE_DEBUG=INFO FASTREDUCE_DEBUG_SUBSYS=SHM" \
+        test_coll --algo shm
+    nst=$(grep -cE "fastreduce INFO shm segment .* results of $fxmin bytes or more are streamed" "$last_log")
+    pass_fail "$([ "$nst" -ge 3 ] && echo 1 || echo 0)" "np=3 $fxname.xml: $nst of 3 ranks stream results from $fxmin bytes (log: $last_log)"
+done
 for np in 1 2 3; do
     run_one "$np" "" test_args
 done
