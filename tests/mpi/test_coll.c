@@ -322,8 +322,9 @@ static int bcast_checked(comm_ent_t *ce, unsigned char *buf, unsigned char *expe
 }
 
 /* Many bcasts in a row on one communicator, the root moving every call,
- * sizes mixed (a byte: the tiny ring; a cache line, the small ring's
- * largest, and one cut in two halves there; chunks of the large ring), a
+ * sizes mixed (a byte: the tiny ring; a cache line, 4 KiB, the small ring's
+ * largest (16 KiB), and one cut in two halves there; chunks of the large
+ * ring), a
  * rank arriving late now and then:
  * enough calls that every slot of the small and large rings is reused
  * several times while its earlier readers may be behind (the tiny ring's
@@ -331,7 +332,7 @@ static int bcast_checked(comm_ent_t *ce, unsigned char *buf, unsigned char *expe
  * or overwritten too soon shows. */
 static void test_bcast_stream(void)
 {
-    static const size_t sizes[] = { 1, 8, 9, 56, 57, 700, 3001, 4096, 5000, 70000 };
+    static const size_t sizes[] = { 1, 8, 9, 56, 57, 700, 3001, 4096, 5000, 16384, 16385, 70000 };
     const int ncalls = 1500;
     unsigned char *expect = tu_alloc(70000), *buf = tu_alloc(70000);
     for (int c = 0; c < n_bcc; c++) {
@@ -372,13 +373,14 @@ static void test_bcast_stream(void)
         }
         /* one root far ahead: the last rank starts late, so the root fills
          * every slot of a ring and must wait for it before reusing one:
-         * the tiny ring (8 bytes a call), then the small ring (100 bytes
-         * every other call); then the tiny ring with the root moving every
-         * call (each root's view of the other ranks' progress differs) */
+         * the tiny ring (8 bytes a call, 512 slots), then the small ring
+         * (100 bytes every other call, 256 slots); then the tiny ring with
+         * the root moving every call (each root's view of the other ranks'
+         * progress differs) */
         for (int phase = 0; phase < 3; phase++) {
             static const char *const what[3] = { "8 bytes from rank 0", "8 and 100 bytes from rank 0",
                                                  "8 bytes, the root moving" };
-            const int n = phase == 1 ? 400 : 1200;
+            const int n = phase == 1 ? 800 : 1200;
             tu_begin("bcast stream algo=%s: %d calls of %s, the last rank late", ce->algo ? ce->algo : "default",
                      n, what[phase]);
             bad = -1;
