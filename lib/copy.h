@@ -16,9 +16,10 @@ void fr_copy(void *dst, const void *src, size_t n);
  * large results nobody reads soon; falls back to fr_copy elsewhere. */
 void fr_copy_stream(void *dst, const void *src, size_t n);
 
-/* The least result, in bytes, that a rank whose share of the node's
- * last-level caches is @p llc_share bytes (the caches' bytes over the
- * node's ranks) writes with streaming stores: that share, 1 MiB at least,
+/* The least result, in bytes, that a rank whose share of the machine's
+ * last-level caches is @p llc_share bytes (all of the caches' bytes over
+ * the communicator's ranks on the machine, faked nodes or not) writes with
+ * streaming stores: that share, 1 MiB at least,
  * or FR_STREAM_UNKNOWN when the share is 0 (unknown). A smaller result
  * stays in the cache, where the next call, or the program reading it,
  * finds it. */

@@ -192,8 +192,13 @@ for fx in cpu-only:22369621 one-core:8388608; do
     fxname=${fx%%:*} fxmin=${fx#*:}
     run_one 3 "FASTREDUCE_TOPO_XML=${srcdir:-$(dirname "$0")/..}/topologies/$fxname.xml FASTREDUCE_DEBUG=INFO FASTREDUCE_DEBUG_SUBSYS=SHM" \
         test_coll --algo shm
-    nst=$(grep -cE "fastreduce INFO shm segment .* results of $fxmin bytes or more are streamed" "$last_log")
-    pass_fail "$([ "$nst" -ge 3 ] && echo 1 || echo 0)" "np=3 $fxname.xml: $nst of 3 ranks stream results from $fxmin bytes (log: $last_log)"
+    # every segment line (one per rank and communicator) says so, from all 3 ranks
+    nseg=$(grep -c "fastreduce INFO shm segment " "$last_log")
+    nst=$(grep -E "fastreduce INFO shm segment .* results of $fxmin bytes or more are streamed " "$last_log" |
+          tee "$last_log.st" | wc -l)
+    nrk=$(cut -d' ' -f1 "$last_log.st" | awk -F: '{ print $NF }' | sort -u | wc -l)
+    pass_fail "$([ "$nseg" -gt 0 ] && [ "$nst" = "$nseg" ] && [ "$nrk" = 3 ] && echo 1 || echo 0)" \
+        "np=3 $fxname.xml: $nst of $nseg segment lines, from $nrk of 3 ranks, stream results from $fxmin bytes (log: $last_log)"
 done
 for np in 1 2 3; do
     run_one "$np" "" test_args

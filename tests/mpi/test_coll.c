@@ -333,7 +333,7 @@ static int bcast_checked(comm_ent_t *ce, unsigned char *buf, unsigned char *expe
 static void test_bcast_stream(void)
 {
     static const size_t sizes[] = { 1, 8, 9, 56, 57, 700, 3001, 4096, 5000, 16384, 16385, 70000 };
-    const int ncalls = 1500;
+    const int nsizes = (int)(sizeof sizes / sizeof sizes[0]), ncalls = 1500;
     unsigned char *expect = tu_alloc(70000), *buf = tu_alloc(70000);
     for (int c = 0; c < n_bcc; c++) {
         comm_ent_t *ce = &bc_comms[c];
@@ -341,14 +341,14 @@ static void test_bcast_stream(void)
                  ncalls);
         int bad = -1;
         for (int i = 0; i < ncalls; i++) {   /* (every rank makes every call, even after a wrong one) */
-            int root = i % np;
-            size_t nb = sizes[i % (sizeof sizes / sizeof sizes[0])];
+            int root = (i + i / nsizes) % np;   /* (each size from every root in turn) */
+            size_t nb = sizes[i % nsizes];
             if (!bcast_checked(ce, buf, expect, nb, root, tu_hash3(0xB5, (uint64_t)i, (uint64_t)root),
                                i % 37 == 0 && me == (i / 37) % np ? 300 : 0) && bad < 0)
                 bad = i;
         }
-        TU_CHECK(bad < 0, "call %d (root %d, %zu bytes) gave a wrong result or failed", bad, bad % np,
-                 bad < 0 ? (size_t)0 : sizes[bad % (sizeof sizes / sizeof sizes[0])]);
+        TU_CHECK(bad < 0, "call %d (root %d, %zu bytes) gave a wrong result or failed", bad,
+                 bad < 0 ? 0 : (bad + bad / nsizes) % np, bad < 0 ? (size_t)0 : sizes[bad % nsizes]);
         /* large messages of one to nine chunks: under a rule with chunks over
          * 256K, the shm ring's slots a message takes turns in change with its
          * size (two for a message of a few 1 MiB chunks, all eight for one of

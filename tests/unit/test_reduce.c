@@ -1,5 +1,6 @@
 /* Unit tests for lib/reduce.c: datatypes, reduction kernels, float16 and
- * bfloat16 conversions, the average, names and sizes.
+ * bfloat16 conversions, the average, names and sizes; and for the bulk
+ * copies of lib/copy.c that carry the shm algorithms' data.
  *
  * Every result is checked against a scalar reference written here without
  * looking at the library's way of computing it: integers through wider
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "copy.h"
 #include "fastreduce.h"
 #include "reduce.h"
 
@@ -971,4 +973,53 @@ Test(names, dtypes_and_ops)
     cr_expect_str_eq(fr_op_name((fr_op_t)-1), "?");
     cr_expect(fr_dtype_size(FR_DTYPE_COUNT) == 0);
     cr_expect(fr_dtype_size((fr_dtype_t)-1) == 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Bulk copies (lib/copy.c)                                                  */
+
+/* Both copies, every length around their vector steps and the streaming
+ * copy's 4 KiB cut-over, every misalignment of source and destination:
+ * the bytes arrive, and not one byte around the destination changes. */
+Test(copy, plain_and_streaming_move_exactly_the_bytes)
+{
+    static const size_t lens[] = { 0, 1, 15, 16, 17, 31, 32, 63, 64, 65, 127, 128, 129, 4095, 4096, 4097,
+                                   4160, 65536 + 13 };
+    const size_t pad = 64, cap = 65536 + 13 + 2 * pad + 16;
+    unsigned char *src = malloc(cap), *dst = malloc(cap);
+    cr_assert(src && dst);
+    for (size_t i = 0; i < cap; i++) src[i] = (unsigned char)(i * 131u + 7u);
+    fr_copy_fn fns[2] = { fr_copy, fr_copy_stream };
+    for (int f = 0; f < 2; f++)
+        for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++)
+            for (size_t so = 0; so < 4; so++)
+                for (size_t d = 0; d < 4; d++) {
+                    size_t n = lens[k], doff = pad + d * 5;   /* 0, 5, 10, 15 bytes off a line */
+                    memset(dst, 0xA5, cap);
+                    fns[f](dst + doff, src + so, n);
+                    cr_assert(memcmp(dst + doff, src + so, n) == 0, "%s: %zu bytes, src +%zu, dst +%zu",
+                              f ? "fr_copy_stream" : "fr_copy", n, so, doff);
+                    for (size_t i = 0; i < cap; i++)
+                        if (i < doff || i >= doff + n)
+                            cr_assert(dst[i] == 0xA5, "%s: %zu bytes, src +%zu, dst +%zu: byte %zu changed",
+                                      f ? "fr_copy_stream" : "fr_copy", n, so, doff, i);
+                }
+    free(src);
+    free(dst);
+}
+
+/* A rank streams results from its share of the last-level caches, 1 MiB at
+ * least, 8 MiB when the share is unknown (0). */
+Test(copy, stream_threshold)
+{
+    const size_t M = (size_t)1 << 20;
+    cr_expect(fr_stream_min(0) == 8 * M);
+    cr_expect(fr_stream_min(1) == M);
+    cr_expect(fr_stream_min(M / 2) == M);
+    cr_expect(fr_stream_min(M) == M);
+    cr_expect(fr_stream_min(16 * M) == 16 * M);
+    cr_expect(fr_stream_min(22369621) == 22369621);   /* 64 MiB over 3 ranks */
+    cr_expect(fr_copy_for(16 * M - 1, 16 * M) == fr_copy);
+    cr_expect(fr_copy_for(16 * M, 16 * M) == fr_copy_stream);
+    cr_expect(fr_copy_for(0, M) == fr_copy);
 }
