@@ -23,8 +23,6 @@
  * nothing to overlap: 512 KiB took 1.05 times as long in one. */
 #define BIG_CHUNK (512u * 1024u)
 #define BIG_FROM  ((size_t)1024 * 1024)
-#define HALVES_FROM 2048
-#define HALVES_TO   4096
 static uint64_t default_chunk(const fr_call_t *call)
 {
     return call->bytes >= BIG_FROM ? BIG_CHUNK : DEFAULT_CHUNK;
@@ -36,13 +34,12 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
     if (comm->size == 1) return FR_SUCCESS;
     size_t chunk = call->chunk ? call->chunk : default_chunk(call);
     if (chunk > fr_shm_bcast_max(s)) chunk = fr_shm_bcast_max(s);
-    /* A message of 2-4 KiB goes in two halves (in whole lines): the root
-     * writes into lines the other ranks still hold, and 64 of them at once
-     * stalled it (4 KiB: 0.52-0.55 us in one chunk, 0.35-0.37 in two, on the
-     * 2-core VM with its cores near, when the small ring had 128 slots of
-     * 4 KiB; Open MPI with UCX 0.50-0.52). */
-    if (!call->chunk && call->bytes > HALVES_FROM && call->bytes <= HALVES_TO)
-        chunk = (call->bytes / 2 + FR_CACHELINE - 1) / FR_CACHELINE * FR_CACHELINE;
+    /* (With 128 small slots of 4 KiB, a 2-4 KiB message went in two halves:
+     * the root wrote 64 lines a reader still held and stalled, 0.52-0.55 us
+     * in one chunk against 0.35-0.37 in two. With 256 slots of 16 KiB the
+     * lines are 4 MiB of slots back, and one chunk is faster: 3 KiB 0.87
+     * and 4 KiB 0.74-0.77 of the time in two halves with the VM's cores
+     * near, 0.91-1.00 with them far apart.) */
     fr_copy_fn copy_out = fr_shm_copy_for(s, call);
     int root = comm->rank_local[call->root];
     for (size_t off = 0; off < call->bytes; off += chunk) {
@@ -57,7 +54,7 @@ const fr_alg_t fr_alg_bcast_shm = {
     .desc = "single node: the root streams chunks through a ring of 8 shared-memory buffers (a message of "
             "fewer than 8 chunks takes turns in those that fit in 2 MiB, 2 at least); "
             "chunk=256K, 512K from 1M (at most FASTREDUCE_SHM_SIZE x ranks / 8, less a 64-byte header); chunks "
-            "up to 16K go through a ring of 256 slots (a message of 2K-4K in two halves), up to 8 bytes a ring of "
+            "up to 16K go through a ring of 256 slots, up to 8 bytes a ring of "
             "512 packed slots",
     .params = FR_PARAM_CHUNK, .chunk_def = DEFAULT_CHUNK, .chunk_for = default_chunk,
 };

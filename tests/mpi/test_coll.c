@@ -322,9 +322,8 @@ static int bcast_checked(comm_ent_t *ce, unsigned char *buf, unsigned char *expe
 }
 
 /* Many bcasts in a row on one communicator, the root moving every call,
- * sizes mixed (a byte: the tiny ring; a cache line, 4 KiB, the small ring's
- * largest (16 KiB), and one cut in two halves there; chunks of the large
- * ring), a
+ * sizes mixed (a byte: the tiny ring; a cache line, 3001 bytes, 4 KiB, the
+ * small ring's largest (16 KiB); chunks of the large ring), a
  * rank arriving late now and then:
  * enough calls that every slot of the small and large rings is reused
  * several times while its earlier readers may be behind (the tiny ring's
