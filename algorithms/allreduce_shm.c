@@ -1,5 +1,5 @@
 /* allreduce "shm": the ranks of one node reduce through the node's shared
- * segment. Small messages (up to FR_SHM_SMALL bytes): every rank publishes
+ * segment. Small messages (up to one_shot_max bytes): every rank publishes
  * its vector and reduces all of them in rank order (one synchronisation).
  * Larger ones: in chunks, in three buffers in turn; each rank copies its chunk in,
  * reduces its own slice of the chunk from every rank's copy, publishes the
@@ -56,19 +56,37 @@ static fr_status_t small(fr_call_t *call, fr_comm_t comm)
     return FR_SUCCESS;
 }
 
+/* The largest message every rank reduces whole: 8 KiB, or a small slot
+ * (16 KiB) when the machine's ranks outnumber its cores. Above, the chunked
+ * path waits twice (the inputs in, the slices reduced) but each rank
+ * reduces only its slice. On the 2-core VM, launches alternated with a
+ * build that reduced whole up to 16 KiB: 2 ranks 16 KiB 1.60 against
+ * 2.87 us with the cores near (4 launches), 2.99 against 4.25 far apart
+ * (3); 8 KiB 0.81 against 1.47 near but 3.69 against 2.60 far, so 8 KiB
+ * stays whole. With 3 and 4 ranks on the 2 cores every wait can be one for
+ * a rank without a core, and the chunked path took 1.22-1.23 of the time
+ * at 16 KiB and 1.51-1.58 at 8 KiB. Both values are the same on every
+ * rank of a node, as the two paths must be. */
+#define ONE_SHOT_MAX ((size_t)8192)
+static size_t one_shot_max(const struct fr_comm *comm)
+{
+    return comm->oversubscribed ? FR_SHM_SMALL : ONE_SHOT_MAX;
+}
+
 static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 {
     if (comm->size == 1) {
         if (call->sendbuf != call->recvbuf) fr_copy(call->recvbuf, call->sendbuf, call->bytes);
         return FR_SUCCESS;
     }
-    if (call->bytes <= FR_SHM_SMALL) return small(call, comm);
+    if (call->bytes <= one_shot_max(comm)) return small(call, comm);
     return fr_shm_allreduce_chunks(comm, call, DEFAULT_CHUNK, NULL);
 }
 
 const fr_alg_t fr_alg_allreduce_shm = {
     .name = "shm", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_HOST, .check = fr_alg_check_shm, .run = run,
-    .desc = "single node, through one shared-memory segment: up to 16K every rank reduces all; above, "
+    .desc = "single node, through one shared-memory segment: up to 8K (16K when the machine's ranks outnumber "
+            "its cores) every rank reduces all; above, "
             "each rank reduces its slice of chunks in three buffers (chunk=512K, at most a third of "
             "FASTREDUCE_SHM_SIZE)",
     .params = FR_PARAM_CHUNK, .chunk_def = DEFAULT_CHUNK,

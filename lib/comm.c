@@ -216,8 +216,8 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     FR_CHECK_GOTO(fr_select_load(c, config), st, fail);
     c->spin = (uint64_t)fr_env_int("FASTREDUCE_SPIN");
     FR_CHECK_GOTO(fr_wait_setup(c), st, fail);
-    if (!fr_env("FASTREDUCE_SPIN") && oversubscribed(c->mpi, c->rank, c->node, c->node_comm))
-        c->spin = 20; /* oversubscribed: yield soon */
+    c->oversubscribed = oversubscribed(c->mpi, c->rank, c->node, c->node_comm);
+    if (!fr_env("FASTREDUCE_SPIN") && c->oversubscribed) c->spin = 20; /* yield soon */
     FR_CHECK_GOTO(fr_ucx_create(c), st, fail);
     /* a node that could not share its segment fails the whole communicator,
      * so the other nodes' ranks do not wait for it below */

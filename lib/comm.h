@@ -67,6 +67,7 @@ struct fr_comm {
     void        *scratch;      /* grow-only scratch buffer for algorithms */
     size_t       scratch_size;
     uint64_t     spin;         /* polls before a waiting rank starts to yield */
+    int          oversubscribed; /* this machine's ranks outnumber its cores (the same on all of them) */
     unsigned     warned;       /* bit per collective: the forced-fallback warning was given */
     /* reliability (lib/wait.c) */
     uint64_t     timeout_ns;   /* FASTREDUCE_TIMEOUT: a wait without progress this long fails; 0: none */

@@ -162,13 +162,14 @@ static int allreduce_checked(comm_ent_t *ce, unsigned char *sbuf, unsigned char 
  * ring of lines (data up to 56 bytes) and its two small slots (longer
  * data) take turns and are reused many times over, and a line or slot
  * overwritten too soon, or read as another round's, shows. Then larger
- * ones, of one chunk (moved within shm's buffers from call to call below
- * 512 KiB) and of several. Integer sums, exact, against each rank's own
- * sum of every rank's inputs. */
+ * ones: each side of shm's limits for reducing whole (8 KiB, or 16 KiB
+ * with more ranks than cores), of one chunk (moved within shm's buffers
+ * from call to call below 512 KiB) and of several. Integer sums, exact,
+ * against each rank's own sum of every rank's inputs. */
 static void test_allreduce_stream(void)
 {
     static const size_t sizes[] = { 4, 56, 57, 64, 104, 111, 112, 113, 120, 8, 240, 1000 };
-    static const size_t big[] = { 300000, 70000, 262144, 1100000, 500000, 400000 };
+    static const size_t big[] = { 300000, 8192, 70000, 8200, 262144, 16384, 1100000, 16400, 500000, 400000 };
     static const fr_dtype_t dts[] = { FR_INT8, FR_INT32, FR_INT64 };
     const int ncalls = 1500, nsz = (int)(sizeof sizes / sizeof sizes[0]), nbig = (int)(sizeof big / sizeof big[0]);
     unsigned char *sbuf = tu_alloc(1100000), *rbuf = tu_alloc(1100000), *expect = tu_alloc(1100000);
@@ -195,7 +196,7 @@ static void test_allreduce_stream(void)
          * 6-rank launch over TCP on 2 cores) */
         if (ce->algo && strcmp(ce->algo, "shm") && strcmp(ce->algo, "hier")) continue;
         const int n = 3 * nbig;
-        tu_begin("allreduce stream algo=%s: %d calls of 70 KB to 1.1 MB, in place or not", ce->algo ? ce->algo : "default",
+        tu_begin("allreduce stream algo=%s: %d calls of 8 KB to 1.1 MB, in place or not", ce->algo ? ce->algo : "default",
                  n);
         bad = -1;
         for (int i = 0; i < n; i++) {
