@@ -181,22 +181,6 @@ static int parse_opts(int argc, char **argv, opts_t *o, int rank)
 
 /* ------------------------------------------------------------ candidates */
 
-/* Lower is simpler: fewer moving parts first, the MPI library's own last. */
-static int simplicity(int coll, const char *name)
-{
-    static const char *const order[FR_COLL_COUNT][8] = {
-        { "recursive_doubling", "ring", "rabenseifner", "tree", "shm", "hier", "mpi", NULL },
-        { "binomial", "pipeline", "scatter_allgather", "shm", "hier", "mpi", NULL, NULL },
-    };
-    /* device buffers: NCCL's own choice first (a tie keeps NCCL deciding) */
-    static const char *const dev[] = { "nccl", "nccl_ring", "nccl_tree", NULL };
-    for (int i = 0; dev[i]; i++)
-        if (!strcmp(dev[i], name)) return i * 10;
-    for (int i = 0; order[coll][i]; i++)
-        if (!strcmp(order[coll][i], name)) return i * 10;
-    return 80;
-}
-
 static int wanted(const opts_t *o, const char *name)
 {
     if (!o->algos) return 1;
@@ -206,13 +190,14 @@ static int wanted(const opts_t *o, const char *name)
     return 0;
 }
 
-static void add_cand(tc_grid_t *g, int coll, int alg, uint64_t chunk, int fanout, int across, int proto)
+static void add_cand(tc_grid_t *g, int nodes, int coll, int alg, uint64_t chunk, int fanout, int across,
+                     int proto)
 {
     if (g->ncand >= MAX_CANDS) return;
     tc_cand_t *k = &g->cand[g->ncand++];
     fr_rule_t r = { .chunk = chunk, .fanout = fanout, .across = across, .proto = proto };
     *k = (tc_cand_t){ .coll = coll, .alg = alg, .chunk = chunk, .fanout = fanout, .across = across, .proto = proto };
-    k->simplicity = simplicity(coll, fr_algs[alg]->name) + (chunk != 0) + (fanout != 0) + (across != 0) +
+    k->simplicity = tc_simplicity(coll, fr_algs[alg]->name, nodes) + (chunk != 0) + (fanout != 0) + (across != 0) +
                     (proto != 0);
     /* the parameters as the table writes them */
     char line[512], *p;
@@ -238,24 +223,24 @@ static void make_cands(tuner_t *T)
             if ((int)A->coll != coll || !(A->mem_types & T->mem) || !wanted(&T->o, A->name) ||
                 !strcmp(A->name, "staged"))
                 continue;
-            add_cand(g, coll, a, 0, 0, 0, 0);
+            add_cand(g, c->nnodes, coll, a, 0, 0, 0, 0);
             if (A->params & FR_PARAM_CHUNK)
                 for (int k = 0; k < 2; k++) {
                     uint64_t v = k ? A->chunk_def * 4 : A->chunk_def / 4;
-                    if (v >= 4096 && v <= ((uint64_t)4 << 20)) add_cand(g, coll, a, v, 0, 0, 0);
+                    if (v >= 4096 && v <= ((uint64_t)4 << 20)) add_cand(g, c->nnodes, coll, a, v, 0, 0, 0);
                 }
             if ((A->params & FR_PARAM_FANOUT) && c->size > 3) {
                 int fan[3] = { 4, 8, c->size - 1 < 64 ? c->size - 1 : 64 };
                 for (int k = 0; k < 3; k++)
                     if (fan[k] > 2 && fan[k] <= c->size - 1 && (k < 2 ? fan[k] < c->size - 1 : 1))
-                        add_cand(g, coll, a, 0, fan[k], 0, 0);
+                        add_cand(g, c->nnodes, coll, a, 0, fan[k], 0, 0);
             }
             if ((A->params & FR_PARAM_ACROSS) && c->nnodes > 1) {
-                add_cand(g, coll, a, 0, 0, FR_ACROSS_RING, 0);
-                if (!(c->nnodes & (c->nnodes - 1))) add_cand(g, coll, a, 0, 0, FR_ACROSS_RD, 0);
+                add_cand(g, c->nnodes, coll, a, 0, 0, FR_ACROSS_RING, 0);
+                if (!(c->nnodes & (c->nnodes - 1))) add_cand(g, c->nnodes, coll, a, 0, 0, FR_ACROSS_RD, 0);
             }
             if (A->params & FR_PARAM_PROTO)
-                for (int p = FR_PROTO_LL; p <= FR_PROTO_SIMPLE; p++) add_cand(g, coll, a, 0, 0, 0, p);
+                for (int p = FR_PROTO_LL; p <= FR_PROTO_SIMPLE; p++) add_cand(g, c->nnodes, coll, a, 0, 0, 0, p);
         }
     }
 }
@@ -858,7 +843,7 @@ static int choice(tuner_t *T, fr_table_t *tab, int coll, uint64_t bytes, int *ru
             return c;
     }
     if (T->g.ncand >= MAX_CANDS) return -1;
-    add_cand(&T->g, coll, alg, call.chunk, call.fanout, call.across, call.proto);
+    add_cand(&T->g, T->comm->nnodes, coll, alg, call.chunk, call.fanout, call.across, call.proto);
     return T->g.ncand - 1;
 }
 

@@ -21,6 +21,12 @@ typedef struct tc_cand {
     char     label[64];   /* "ring", "ring chunk=64K", "nccl_tree proto=ll" */
 } tc_cand_t;
 
+/* How simple algorithm @p name of collective @p coll is, for a job of
+ * @p nodes nodes (lower is simpler; a candidate adds one per parameter it
+ * sets): fewer moving parts first, the MPI library's own last; NCCL's own
+ * choice first among device algorithms; on one node `shm` first of all. */
+int tc_simplicity(int coll, const char *name, int nodes);
+
 /* What happened at one (candidate, size). */
 typedef enum {
     TC_NONE = 0,   /* not measured (yet) */

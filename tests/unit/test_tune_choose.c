@@ -333,6 +333,46 @@ Test(tune_choose, tie_within_floor_goes_to_simpler)
     cr_assert_eq(tie_case(101.0, 1, 1), 1);
 }
 
+/* The order ties go by: fewer moving parts first, the MPI library's own
+ * last, NCCL's own choice first among device algorithms, and on one node
+ * the node's own path, shm, first of all. */
+Test(tune_choose, simplicity_order)
+{
+    for (int nodes = 1; nodes <= 2; nodes++) {
+        int rd = tc_simplicity(AR, "recursive_doubling", nodes), shm = tc_simplicity(AR, "shm", nodes);
+        int mpi = tc_simplicity(AR, "mpi", nodes), bin = tc_simplicity(BC, "binomial", nodes);
+        int bshm = tc_simplicity(BC, "shm", nodes);
+        cr_expect(rd < tc_simplicity(AR, "ring", nodes) && tc_simplicity(AR, "ring", nodes) < mpi);
+        cr_expect(tc_simplicity(AR, "hier", nodes) < mpi);
+        cr_expect(tc_simplicity(BC, "hier", nodes) < tc_simplicity(BC, "mpi", nodes));
+        cr_expect(tc_simplicity(AR, "nccl", nodes) < tc_simplicity(AR, "nccl_ring", nodes));
+        if (nodes == 1) cr_expect(shm < rd && bshm < bin, "one node: shm first");
+        else cr_expect(shm > rd && bshm > bin, "%d nodes: shm after the point-to-point algorithms", nodes);
+        /* a parameter adds one: shm chunk=128K is still ahead of rd on one node */
+        if (nodes == 1) cr_expect(shm + 1 < rd);
+    }
+    cr_expect(tc_simplicity(AR, "no_such_algorithm", 1) > tc_simplicity(AR, "mpi", 1));
+    cr_expect(tc_simplicity(7, "ring", 1) == tc_simplicity(AR, "no_such_algorithm", 1));
+}
+
+/* On one node a tie between recursive_doubling (faster by 1.5%) and shm
+ * goes to shm; on two nodes to recursive_doubling. */
+Test(tune_choose, one_node_tie_goes_to_shm)
+{
+    for (int nodes = 1; nodes <= 2; nodes++) {
+        tc_grid_t g;
+        const uint64_t sz[1] = { 2048 };
+        grid(&g, 2, 1, sz);
+        cand(&g, 0, AR, "recursive_doubling", tc_simplicity(AR, "recursive_doubling", nodes), NULL);
+        cand(&g, 1, AR, "shm", tc_simplicity(AR, "shm", nodes), NULL);
+        const int both[2] = { 0, 1 };
+        const double us[2] = { 1.560, 1.584 };
+        batch(&g, 0, both, us, 2);
+        cr_expect_eq(tc_winner(&g, AR, 0, &POL), nodes == 1 ? 1 : 0, "%d node(s)", nodes);
+        tc_grid_free(&g);
+    }
+}
+
 Test(tune_choose, tie_4pct_small_spread_not_a_tie)
 {
     cr_assert_eq(tie_case(104.0, 0, 0), 0);
