@@ -109,15 +109,16 @@ static int node_cores(MPI_Comm node_comm)
 {
     cpu_set_t mine, all;
     CPU_ZERO(&mine);
-    if (sched_getaffinity(0, sizeof mine, &mine) != 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        return n > 0 ? (int)n : 1;
-    }
+    /* (a rank whose mask cannot be read still takes part, with none) */
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_ZERO(&mine);
     /* (as unsigned longs: MPICH 4.0 refuses MPI_BOR on MPI_BYTE) */
-    if (PMPI_Allreduce(&mine, &all, (int)(sizeof mine / sizeof(unsigned long)), MPI_UNSIGNED_LONG, MPI_BOR,
-                       node_comm) != MPI_SUCCESS)
-        return CPU_COUNT(&mine);
-    return CPU_COUNT(&all);
+    int n = PMPI_Allreduce(&mine, &all, (int)(sizeof mine / sizeof(unsigned long)), MPI_UNSIGNED_LONG, MPI_BOR,
+                           node_comm) == MPI_SUCCESS ? CPU_COUNT(&all) : CPU_COUNT(&mine);
+    if (n < 1) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (int)c : 1;
+    }
+    return n;
 }
 
 /* Whether the ranks of @p mpi that share this rank's machine (its kernel:
@@ -216,7 +217,11 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     FR_CHECK_GOTO(fr_select_load(c, config), st, fail);
     c->spin = (uint64_t)fr_env_int("FASTREDUCE_SPIN");
     FR_CHECK_GOTO(fr_wait_setup(c), st, fail);
-    c->oversubscribed = oversubscribed(c->mpi, c->rank, c->node, c->node_comm);
+    /* agreed over the node: it picks between two protocols of shm allreduce */
+    int over = oversubscribed(c->mpi, c->rank, c->node, c->node_comm);
+    st = PMPI_Allreduce(&over, &c->oversubscribed, 1, MPI_INT, MPI_MAX, c->node_comm) == MPI_SUCCESS
+             ? FR_SUCCESS : FR_ERROR(FR_ERR_MPI, "MPI_Allreduce over the node failed");
+    FR_CHECK_GOTO(fr_agree(c->mpi, st, "node oversubscription"), st, fail);
     if (!fr_env("FASTREDUCE_SPIN") && c->oversubscribed) c->spin = 20; /* yield soon */
     FR_CHECK_GOTO(fr_ucx_create(c), st, fail);
     /* a node that could not share its segment fails the whole communicator,

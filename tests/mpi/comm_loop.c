@@ -20,7 +20,7 @@
 static int np, me;
 
 /* counts chosen to take several code paths: one element, an odd size, above
- * shm's 16K single-shot limit, and more than one ring/pipeline chunk */
+ * shm's single-shot limit (8 or 16 KiB), and more than one ring/pipeline chunk */
 static const size_t ar_counts[] = { 1, 1027, 150000 };
 static const size_t bc_bytes[] = { 1, 4099, 600000 };
 #define N_AR_COUNTS (sizeof ar_counts / sizeof ar_counts[0])

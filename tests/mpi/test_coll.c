@@ -201,8 +201,8 @@ static void test_allreduce_stream(void)
         bad = -1;
         for (int i = 0; i < n; i++) {
             int late = i % 5 == 0 && me == (i / 5) % np;
-            if (!allreduce_checked(ce, sbuf, rbuf, expect, ncalls + i, FR_INT32, big[i % nbig] / 4, i % 2,
-                                   late ? 500 : 0) && bad < 0)
+            if (!allreduce_checked(ce, sbuf, rbuf, expect, ncalls + i, FR_INT32, big[i % nbig] / 4,
+                                   (i / nbig) % 2, late ? 500 : 0) && bad < 0)
                 bad = i;
         }
         TU_CHECK(bad < 0, "call %d (%zu bytes) gave a wrong result or failed", bad,
