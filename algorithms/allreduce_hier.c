@@ -118,7 +118,7 @@ static fr_status_t ring_bg(struct fr_comm *comm, void *arg)
  * chunks are in the segment at once (shm.h). */
 static fr_status_t pipelined(fr_call_t *call, struct fr_comm *comm, size_t cel)
 {
-    fr_copy_fn copy_out = fr_shm_copy_for(comm->shm, call);
+    fr_copy_fn copy_out = fr_shm_copy_for(comm, call);
     const size_t es = fr_dtype_size(call->dtype), nch = (call->count + cel - 1) / cel;
     fr_ring_prog_t x;
     char *prev_recv = NULL;

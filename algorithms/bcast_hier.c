@@ -35,7 +35,7 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
     size_t chunk = call->chunk ? call->chunk : HIER_BCAST_CHUNK;
     /* the same cap on every node, whatever its size */
     if (chunk > fr_shm_bcast_cap()) chunk = fr_shm_bcast_cap();
-    fr_copy_fn copy_out = fr_shm_copy_for(comm->shm, call);
+    fr_copy_fn copy_out = fr_shm_copy_for(comm, call);
     char *data = call->recvbuf;
     unsigned step = 0;
     for (size_t off = 0; off < call->bytes; off += chunk, step++) {

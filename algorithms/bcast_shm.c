@@ -40,7 +40,7 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
      * lines are 4 MiB of slots back, and one chunk is faster: 3 KiB 0.87
      * and 4 KiB 0.74-0.77 of the time in two halves with the VM's cores
      * near, 0.91-1.00 with them far apart.) */
-    fr_copy_fn copy_out = fr_shm_copy_for(s, call);
+    fr_copy_fn copy_out = fr_shm_copy_for(comm, call);
     int root = comm->rank_local[call->root];
     for (size_t off = 0; off < call->bytes; off += chunk) {
         size_t n = call->bytes - off < chunk ? call->bytes - off : chunk;

@@ -225,7 +225,7 @@ fr_status_t fr_shm_allreduce_chunks(struct fr_comm *comm, const fr_call_t *call,
 {
     /* A result larger than this rank's share of the cache is written with
      * streaming stores: it saves reading the destination lines first. */
-    fr_copy_fn copy_out = fr_shm_copy_for(comm->shm, call);
+    fr_copy_fn copy_out = fr_shm_copy_for(comm, call);
     const size_t es = fr_dtype_size(call->dtype), cel = fr_shm_chunk_elems(comm, call, def_chunk);
     unsigned k = 0;
     for (size_t off = 0; off < call->count; off += cel, k++) {

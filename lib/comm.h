@@ -52,7 +52,7 @@ struct fr_comm {
     int          gpu;          /* CUDA index of this rank's GPU (topology/bind.c), -1 when none */
     char         nic[32];      /* the NIC chosen for this rank, "" when none */
     char         fingerprint[160]; /* this node's topology fingerprint (tuning tables record it), "" if unknown */
-    size_t       llc_share;    /* the machine's last-level cache bytes over its ranks of this communicator, 0 if unknown */
+    size_t       llc_share;    /* the machine's last-level cache bytes over its ranks here, 0 if unknown */
     int          topo_held;    /* holds the process's shared machine topology (topology/bind.c) */
     struct fr_ucx *ucx;        /* UCX worker and endpoints */
     struct fr_shm *shm;        /* the node's shared-memory segment (NULL if none) */

@@ -367,7 +367,6 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     s->stream_mode = stream_mode;
     s->slow_ratio = slow_ratio;
     s->tmp = tmp;
-    s->stream_min = fr_stream_min(comm->llc_share);
     /* the private copy rate that fr_shm_put compares with */
     memset(s->tmp, 1, FR_SHM_SCRATCH);
     s->copy_ns_per_byte = copy_rate(s->tmp);
@@ -403,7 +402,8 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     FR_INFO(FR_SUB_SHM, "shm segment of %zu bytes for %d local ranks (allreduce slot %zu, bcast slot %zu); "
             "a private copy runs at %.1f GB/s; stores into it: %s; results of %zu bytes or more are streamed "
             "(last-level cache share %zu)", s->size, s->lsize, s->red_slot, s->bc_slot, 1.0 / s->copy_ns_per_byte,
-            s->stream_mode < 0 ? "auto" : s->stream_mode ? "streaming" : "plain", s->stream_min, comm->llc_share);
+            s->stream_mode < 0 ? "auto" : s->stream_mode ? "streaming" : "plain", fr_stream_min(comm->llc_share),
+            comm->llc_share);
     return FR_SUCCESS;
 }
 

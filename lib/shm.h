@@ -96,18 +96,16 @@ typedef struct fr_shm {
     unsigned       slow_puts;    /* auto: timed plain puts in a row that ran slow */
     double         slow_ratio;   /* auto: a plain put is slow past this many times a private copy */
     double         copy_ns_per_byte; /* a plain copy between private buffers, measured at creation */
-    size_t         stream_min;   /* results of this many bytes or more are written with streaming stores
-                                    (fr_stream_min of the rank's share of the last-level cache) */
     char          *tmp;          /* FR_SHM_SCRATCH bytes: the copy-rate measurement at creation,
                                     then (its first FR_SHM_TMP) a reduction's output before a
                                     streaming put */
 } fr_shm_t;
 
-/* How this rank writes the result of @p call (@p s may be NULL: a node of
- * one rank, whose copies are its own). */
-static inline fr_copy_fn fr_shm_copy_for(const fr_shm_t *s, const fr_call_t *call)
+/* How this rank writes the result of @p call: with streaming stores from
+ * its share of the machine's last-level caches (fr_stream_min). */
+static inline fr_copy_fn fr_shm_copy_for(const struct fr_comm *comm, const fr_call_t *call)
 {
-    return fr_copy_for(call->bytes, s ? s->stream_min : FR_STREAM_UNKNOWN);
+    return fr_copy_for(call->bytes, fr_stream_min(comm->llc_share));
 }
 
 /* Puts of fewer bytes are plain and untimed. */
