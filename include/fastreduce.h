@@ -11,8 +11,8 @@
  *  - the fr_* API, with fr_dtype_t and fr_op_t and size_t counts;
  *  - FR_Allreduce() and FR_Bcast(), with MPI's own signature; they cache an
  *    fr_comm_t on the MPI communicator and hand what they cannot serve
- *    (derived datatypes, user-defined ops, inter-communicators) to
- *    PMPI_Allreduce() / PMPI_Bcast().
+ *    (derived datatypes and user-defined ops for allreduce,
+ *    inter-communicators) to PMPI_Allreduce() / PMPI_Bcast().
  *
  * Every function returns an fr_status_t; fr_strerror() names it and
  * fr_last_error() gives the calling thread's detail message of the last
@@ -183,12 +183,22 @@ fr_status_t fr_bcast_stream(void *buf, size_t count, fr_dtype_t dtype, int root,
  * MPI_MAX on an intra-communicator. Anything else goes to PMPI_Allreduce().
  * The fr_comm_t is created at the first call on @p comm, cached on it as an
  * attribute, and destroyed when @p comm is freed (or at MPI_Finalize).
- * @return MPI_SUCCESS or an MPI error class.
+ * Device buffers go to PMPI_Allreduce() in a build without CUDA.
+ * @return MPI_SUCCESS or an MPI error class; as with MPI's own calls, an
+ *         error also goes to @p comm's error handler.
  */
 int FR_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                  MPI_Op op, MPI_Comm comm);
 
-/** MPI_Bcast's signature; any predefined datatype is served, derived ones go to PMPI_Bcast(). */
+/**
+ * MPI_Bcast's signature, served for every datatype on an intra-communicator:
+ * the count x size bytes of the type signature are broadcast, so the ranks
+ * may name different datatypes of one signature, as MPI allows. A
+ * predefined type without padding is sent where it lies; any other (a
+ * derived type, or a pair type such as MPI_DOUBLE_INT) is packed with
+ * MPI_Pack at the root and unpacked with MPI_Unpack elsewhere, through a
+ * buffer of those bytes. Returns and errors as FR_Allreduce().
+ */
 int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
 
 /**

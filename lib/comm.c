@@ -227,7 +227,13 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     /* a node that could not share its segment fails the whole communicator,
      * so the other nodes' ranks do not wait for it below */
     FR_CHECK_GOTO(fr_agree(c->mpi, fr_shm_create(c), "shared memory"), st, fail);
-    FR_CHECK_GOTO(fr_mpi_ops_get(), st, fail);
+    /* (agreed: a rank that failed here alone would leave the others waiting below) */
+    fr_status_t ops = fr_mpi_ops_get();
+    st = fr_agree(c->mpi, ops, "MPI ops");
+    if (st != FR_SUCCESS) {
+        if (ops == FR_SUCCESS) fr_mpi_ops_put();
+        goto fail;
+    }
     fr_device_probe();
     if (config && config->nccl_eager) FR_CHECK_GOTO(fr_device_setup(c, -1), st, fail_ops);
     c->magic = FR_COMM_MAGIC;
@@ -249,31 +255,55 @@ fail:
     return st;
 }
 
-fr_status_t fr_comm_destroy(fr_comm_t comm)
+/* See comm.h. Every rank finishes its last collective on a communicator
+ * before any endpoint closes (under a timeout the wait is bounded): each
+ * communicator's barrier is posted before any is waited for, so ranks that
+ * list the same communicators in different orders do not wait for each
+ * other (a collective barrier per communicator, one after the other, would
+ * hang them). */
+fr_status_t fr_comm_destroy_many(fr_comm_t *comms, int n)
 {
-    if (!comm) return FR_SUCCESS;
-    FR_CHECK(fr_comm_check(comm));
     int fin = 0;
     MPI_Finalized(&fin);
     fr_status_t st = FR_SUCCESS;
-    /* Every rank finishes its last collective before any endpoint closes
-     * (under a timeout the wait is bounded). */
-    MPI_Request req;
-    if (fin || (comm->broken && comm->timeout_ns) || comm->mpi_left) {
-        /* Nothing to wait for: peers of a communicator broken under a
-         * timeout may be gone (theirs do the same, or time out); and an MPI
-         * request left on mpi must not meet a barrier that others never
-         * post. Broken without a timeout, the barrier stays: waiting
-         * forever is what that setting asks, and a peer that finished the
-         * call needs this rank there. */
-    } else if (PMPI_Ibarrier(comm->mpi, &req) != MPI_SUCCESS) {
-        st = FR_ERROR(FR_ERR_MPI, "fr_comm_destroy: MPI_Ibarrier failed");
-    } else {
-        comm->cur = NULL;
-        st = fr_wait_mpi(comm, &req, "MPI_Ibarrier of fr_comm_destroy", NULL);
+    for (int i = 0; i < n; i++) {
+        fr_comm_t c = comms[i];
+        if (!c) continue;
+        fr_status_t ok = fr_comm_check(c);
+        if (ok != FR_SUCCESS) {
+            st = ok;
+            comms[i] = NULL;   /* (not ours to free) */
+            continue;
+        }
+        c->bye = MPI_REQUEST_NULL;
+        if (fin || (c->broken && c->timeout_ns) || c->mpi_left) {
+            /* Nothing to wait for: peers of a communicator broken under a
+             * timeout may be gone (theirs do the same, or time out); and an
+             * MPI request left on mpi must not meet a barrier that others
+             * never post. Broken without a timeout, the barrier stays:
+             * waiting forever is what that setting asks, and a peer that
+             * finished the call needs this rank there. */
+        } else if (PMPI_Ibarrier(c->mpi, &c->bye) != MPI_SUCCESS) {
+            c->bye = MPI_REQUEST_NULL;
+            st = FR_ERROR(FR_ERR_MPI, "fr_comm_destroy: MPI_Ibarrier failed");
+        }
     }
-    live_remove(comm);
-    free_comm(comm);
-    fr_mpi_ops_put();
+    for (int i = 0; i < n; i++) {
+        fr_comm_t c = comms[i];
+        if (!c) continue;
+        if (c->bye != MPI_REQUEST_NULL) {
+            c->cur = NULL;
+            fr_status_t w = fr_wait_mpi(c, &c->bye, "MPI_Ibarrier of fr_comm_destroy", NULL);
+            if (w != FR_SUCCESS) st = w;
+        }
+        live_remove(c);
+        free_comm(c);
+        fr_mpi_ops_put();
+    }
     return st;
+}
+
+fr_status_t fr_comm_destroy(fr_comm_t comm)
+{
+    return fr_comm_destroy_many(&comm, 1);
 }

@@ -77,6 +77,7 @@ struct fr_comm {
     fr_status_t  broken;       /* not FR_SUCCESS: a collective failed part-way; only destroy works now */
     char         broken_why[512];
     int          mpi_left;     /* a timed-out MPI request is still pending on mpi: it is never freed */
+    MPI_Request  bye;          /* fr_comm_destroy_many's barrier */
     /* a transfer in flight while shared-memory steps run (hier allreduce's
      * network stage of one chunk under the next chunk's shm steps): the shm
      * waits and long copies call bg(comm, bg_arg) to move it on; NULL: none */
@@ -166,6 +167,9 @@ const char *fr_last_algorithm(void);
 
 /* Validate a handle: FR_SUCCESS or FR_ERR_BAD_COMM with a message. */
 fr_status_t fr_comm_check(const struct fr_comm *comm);
+/* fr_comm_destroy of @p n communicators at once (collective over each; NULL
+ * entries are skipped): the ranks may list them in different orders. */
+fr_status_t fr_comm_destroy_many(fr_comm_t *comms, int n);
 
 /* Element range [*off, *off + *len) of block @p i when @p count elements are
  * split into @p nblocks nearly equal blocks (the first count % nblocks get

@@ -1,7 +1,7 @@
 /* libfastreduce-mpi.so: the PMPI interposer. Its MPI_Allreduce and
  * MPI_Bcast take the place of the MPI library's (LD_PRELOAD, or linked
  * before it): what fastreduce can serve (a predefined type and op on an
- * intra-communicator; any predefined type for bcast) goes to fr_allreduce /
+ * intra-communicator; any datatype for bcast) goes to fr_allreduce /
  * fr_bcast on a communicator cached on the MPI one (lib/mpi_api.c), with
  * the algorithm the table picks; the rest goes to PMPI_Allreduce /
  * PMPI_Bcast unchanged. A failure of a served call goes to the
@@ -50,7 +50,8 @@ static void record(int bcast, const fr_mpi_served_t *h, double secs, int count, 
     int nranks = h->nranks, size = 0;
     double bytes = h->bytes;
     if (!h->served) {
-        if (PMPI_Type_size(type, &size) != MPI_SUCCESS) size = 0;
+        /* (MPI_DATATYPE_NULL would go to MPI_COMM_WORLD's error handler) */
+        if (type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS) size = 0;
         bytes = (double)count * size;
         if (comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &nranks) != MPI_SUCCESS) nranks = 0;
     }
@@ -81,7 +82,6 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
     int err = m & DISABLED ? PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
                            : fr_mpi_allreduce(sendbuf, recvbuf, count, datatype, op, comm, &h);
     if (m & STATS) record(0, &h, PMPI_Wtime() - t0, count, datatype, comm);
-    if (h.served && err != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, err);
     return err;
 }
 
@@ -93,7 +93,6 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
     int err = m & DISABLED ? PMPI_Bcast(buffer, count, datatype, root, comm)
                            : fr_mpi_bcast(buffer, count, datatype, root, comm, &h);
     if (m & STATS) record(1, &h, PMPI_Wtime() - t0, count, datatype, comm);
-    if (h.served && err != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, err);
     return err;
 }
 

@@ -1,12 +1,15 @@
 /* FR_Allreduce / FR_Bcast with MPI's signature, and the MPI handles that
  * the mpi algorithms use. */
 #include <pthread.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include "mpi_api.h"
 #include "comm.h"
 #include "log.h"
 #include "reduce.h"
+#include "device.h"
 
 /* ---- user ops ---------------------------------------------------------- */
 /* MPI has no 16-bit float reductions, and some MPI builds compute a few
@@ -157,26 +160,46 @@ static int comm_delete(MPI_Comm c, int key, void *val, void *extra)
     return MPI_SUCCESS;
 }
 
-/* At finalize: destroy every fr_comm_t still cached, oldest first (the list
- * is newest first). The entries stay, for a later comm_delete to free. */
+/* The oldest cached fr_comm_t not yet destroyed, taken from its entry
+ * (the list is newest first); NULL when none is left. */
+static fr_comm_t take_oldest(void)
+{
+    fr_comm_t fc = NULL;
+    pthread_mutex_lock(&cache_lock);
+    cached_t *oldest = NULL;
+    for (cached_t *e = cache_list; e; e = e->next)
+        if (e->comm) oldest = e;
+    if (oldest) {
+        fc = oldest->comm;
+        oldest->comm = NULL;
+        n_freed++;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return fc;
+}
+
+/* At finalize: destroy every fr_comm_t still cached, all at once
+ * (fr_comm_destroy_many), since threads may have made them in a different
+ * order on each rank; one at a time, oldest first, without memory for the
+ * list. The entries stay, for a later comm_delete to free. */
 static int self_delete(MPI_Comm c, int key, void *val, void *extra)
 {
     (void)c; (void)key; (void)val; (void)extra;
-    for (;;) {
-        fr_comm_t fc = NULL;
-        pthread_mutex_lock(&cache_lock);
-        cached_t *oldest = NULL;
-        for (cached_t *e = cache_list; e; e = e->next)
-            if (e->comm) oldest = e;
-        if (oldest) {
-            fc = oldest->comm;
-            oldest->comm = NULL;
+    pthread_mutex_lock(&cache_lock);
+    int n = 0, k = 0;
+    for (cached_t *e = cache_list; e; e = e->next) n += e->comm != NULL;
+    fr_comm_t *v = n ? malloc((size_t)n * sizeof *v) : NULL;
+    for (cached_t *e = cache_list; v && e; e = e->next)
+        if (e->comm) {
+            v[k++] = e->comm;
+            e->comm = NULL;
             n_freed++;
         }
-        pthread_mutex_unlock(&cache_lock);
-        if (!fc) break;
-        fr_comm_destroy(fc);   /* (outside the lock: it is collective) */
-    }
+    pthread_mutex_unlock(&cache_lock);
+    /* (outside the lock: destroying is collective) */
+    if (v) fr_comm_destroy_many(v, k);
+    free(v);
+    for (fr_comm_t fc; (fc = take_oldest());) fr_comm_destroy(fc);
     return MPI_SUCCESS;
 }
 
@@ -242,6 +265,26 @@ static int to_mpi_error(fr_status_t st)
     }
 }
 
+/* Whether a buffer of a served call is device memory that this build
+ * cannot serve (no CUDA): such a call goes to the MPI library, which may be
+ * CUDA-aware. */
+static int device_unserved(const void *p, int count)
+{
+    fr_mem_t mem;
+    if (count <= 0 || fr_mem_of_fast(p, &mem) == FR_SUCCESS) return 0;
+    fr_error_clear();
+    return 1;
+}
+
+/* A failure of a served call goes to the communicator's error handler, as
+ * one of MPI's own would (a passed call's went there inside PMPI). */
+static int served_status(fr_status_t st, MPI_Comm comm)
+{
+    int err = to_mpi_error(st);
+    if (err != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, err);
+    return err;
+}
+
 /* See mpi_api.h. */
 int fr_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                      fr_mpi_served_t *how)
@@ -249,8 +292,11 @@ int fr_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
     int dt = fr_dtype_from_mpi(datatype);
     int fop = op == MPI_SUM ? FR_SUM : op == MPI_PROD ? FR_PROD : op == MPI_MIN ? FR_MIN : op == MPI_MAX ? FR_MAX : -1;
     fr_comm_t fc = NULL;
-    const char *why = dt < 0 ? "datatype" : fop < 0 ? "op" : count < 0 ? "count" : !usable(comm) ?
-                      "communicator" : !(fc = cached_comm(comm)) ? "fastreduce declined the communicator" : NULL;
+    /* (MPI_IN_PLACE as recvbuf is erroneous: MPI says so in its own way) */
+    const char *why = dt < 0 ? "datatype" : fop < 0 ? "op" : count < 0 ? "count" :
+                      recvbuf == MPI_IN_PLACE ? "MPI_IN_PLACE as recvbuf" : !usable(comm) ? "communicator" :
+                      device_unserved(recvbuf, count) ? "device memory (built without CUDA)" :
+                      !(fc = cached_comm(comm)) ? "fastreduce declined the communicator" : NULL;
     if (how) *how = (fr_mpi_served_t){ .served = !why, .what = why };
     if (why) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     const void *s = sendbuf == MPI_IN_PLACE ? FR_IN_PLACE : sendbuf;
@@ -260,27 +306,89 @@ int fr_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
         how->bytes = (double)count * (double)fr_dtype_size((fr_dtype_t)dt);
         how->nranks = fc->size;
     }
-    return to_mpi_error(st);
+    return served_status(st, comm);
+}
+
+/* Whether @p count elements of @p t (of @p size bytes each) are their
+ * count x size bytes where they lie: a predefined type without padding
+ * (not the pair types such as MPI_DOUBLE_INT, whose extent is larger
+ * than their size). A derived type is never taken as such, even when
+ * contiguous: its type map may order the bytes otherwise. */
+static int lies_flat(MPI_Datatype t, int size)
+{
+    int ni, na, nd, combiner;
+    MPI_Aint lb, extent;
+    return PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) == MPI_SUCCESS && combiner == MPI_COMBINER_NAMED &&
+           PMPI_Type_get_extent(t, &lb, &extent) == MPI_SUCCESS && lb == 0 && extent == (MPI_Aint)size;
+}
+
+/* MPI_Pack (@p unpack 0) or MPI_Unpack of @p count elements of @p t at
+ * @p buf to or from @p packed, which holds count x @p size bytes; in runs
+ * whose packed bytes fit an int, as MPI_Pack counts them. FR_SUCCESS when
+ * MPI packed every run into exactly its elements' size, as every
+ * homogeneous MPI does. */
+static fr_status_t pack_all(int unpack, void *buf, int count, MPI_Datatype t, int size, char *packed, MPI_Comm comm)
+{
+    MPI_Aint lb, extent;
+    if (PMPI_Type_get_extent(t, &lb, &extent) != MPI_SUCCESS)
+        return FR_ERROR(FR_ERR_MPI, "MPI_Bcast: MPI_Type_get_extent failed");
+    const int per = INT_MAX / size;
+    for (int i = 0; i < count; i += per) {
+        int n = count - i < per ? count - i : per, pos = 0, len = n * size, rc;
+        char *at = (char *)buf + (MPI_Aint)i * extent, *p = packed + (size_t)i * (size_t)size;
+        rc = unpack ? PMPI_Unpack(p, len, &pos, at, n, t, comm) : PMPI_Pack(at, n, t, p, len, &pos, comm);
+        if (rc != MPI_SUCCESS || pos != len)
+            return FR_ERROR(FR_ERR_MPI, "MPI_Bcast: MPI_%s of %d elements of the datatype %s (%d of %d bytes)",
+                            unpack ? "Unpack" : "Pack", n, rc != MPI_SUCCESS ? "failed" : "was not their size", pos,
+                            len);
+    }
+    return FR_SUCCESS;
+}
+
+/* A bcast of count x size bytes, the same on every rank whatever datatype
+ * each names: MPI lets the ranks of one bcast name different datatypes of
+ * the same type signature (MPI_INT x 4 at the root, a derived type of 4
+ * ints elsewhere), so whether fastreduce serves a call must not depend on
+ * the datatype. A rank whose datatype does not lie flat packs its data
+ * (the root) or unpacks it (the others) through a buffer of those bytes;
+ * the gaps of its datatype are left as they are. */
+static fr_status_t bcast_bytes(void *buffer, int count, MPI_Datatype t, int size, int root, fr_comm_t fc,
+                               MPI_Comm comm)
+{
+    const size_t bytes = (size_t)count * (size_t)size;
+    if (!bytes || lies_flat(t, size)) return fr_bcast(buffer, bytes, FR_UINT8, root, fc);
+    char *packed = malloc(bytes);
+    /* (a rank that cannot allocate cannot take part: the others then wait
+     * for it, as for any rank that leaves a collective) */
+    if (!packed) return FR_ERROR(FR_ERR_NO_MEMORY, "MPI_Bcast: no memory to pack %zu bytes", bytes);
+    const int me = fc->rank;
+    /* the root takes part even when packing failed, so that no rank waits */
+    fr_status_t pst = me == root ? pack_all(0, buffer, count, t, size, packed, comm) : FR_SUCCESS;
+    if (pst != FR_SUCCESS) memset(packed, 0, bytes);
+    fr_status_t st = fr_bcast(packed, bytes, FR_UINT8, root, fc);
+    if (st == FR_SUCCESS && me != root) st = pack_all(1, buffer, count, t, size, packed, comm);
+    free(packed);
+    return pst != FR_SUCCESS ? pst : st;
 }
 
 int fr_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, fr_mpi_served_t *how)
 {
-    int ni, na, nd, combiner, size = 0;
+    int size = 0;
     fr_comm_t fc = NULL;
-    const char *why = count < 0 ? "count" : !usable(comm) ? "communicator" :
-        PMPI_Type_get_envelope(datatype, &ni, &na, &nd, &combiner) != MPI_SUCCESS || combiner != MPI_COMBINER_NAMED ||
-        PMPI_Type_size(datatype, &size) != MPI_SUCCESS || size <= 0 ? "datatype" :
+    /* (every reason here is the same on every rank of a correct program) */
+    const char *why = count < 0 ? "count" : datatype == MPI_DATATYPE_NULL ? "datatype" :
+        !usable(comm) ? "communicator" : PMPI_Type_size(datatype, &size) != MPI_SUCCESS || size < 0 ? "datatype" :
+        device_unserved(buffer, count) ? "device memory (built without CUDA)" :
         !(fc = cached_comm(comm)) ? "fastreduce declined the communicator" : NULL;
     if (how) *how = (fr_mpi_served_t){ .served = !why, .what = why };
     if (why) return PMPI_Bcast(buffer, count, datatype, root, comm);
-    /* A predefined type is contiguous: broadcast its bytes. */
-    fr_status_t st = fr_bcast(buffer, (size_t)count * (size_t)size, FR_UINT8, root, fc);
+    fr_status_t st = bcast_bytes(buffer, count, datatype, size, root, fc, comm);
     if (how) {
         how->what = fr_last_algorithm();
         how->bytes = (double)count * size;
         how->nranks = fc->size;
     }
-    return to_mpi_error(st);
+    return served_status(st, comm);
 }
 
 int FR_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)

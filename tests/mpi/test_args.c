@@ -10,8 +10,12 @@
  */
 #include <dirent.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include "testutil.h"
+#include "comm.h"   /* fr_comm_destroy_many */
 
 static int np, me;
 static fr_comm_t comm;
@@ -574,6 +578,92 @@ static void test_pmpi_paths(void)
     MPI_Type_free(&pair);
 }
 
+/* MPI_Bcast's datatypes: the ranks of one bcast may name different
+ * datatypes of one type signature, and pair types have padding. Each is
+ * checked against the root's values, and bytes outside the type map must
+ * stay as they were. */
+static void test_bcast_types(void)
+{
+    enum { N = 2000 };   /* ints: over the one-shot sizes, through the large ring too */
+    int *b = malloc(sizeof(int) * 3 * N), *w = malloc(sizeof(int) * 3 * N);
+    MPI_Datatype four, vec;
+    MPI_Type_contiguous(4, MPI_INT, &four);
+    MPI_Type_commit(&four);
+    MPI_Type_vector(N, 1, 3, MPI_INT, &vec);   /* N ints, two-int gaps between */
+    MPI_Type_commit(&vec);
+    for (int root = 0; root < np; root++) {
+        /* the root names MPI_INT x N, the others 4-int blocks, and the reverse */
+        for (int way = 0; way < 2; way++) {
+            int derived = (me == root) == (way == 1);
+            for (int i = 0; i < N; i++) w[i] = (int)tu_hash3(21 + (uint64_t)way, (uint64_t)root, (uint64_t)i);
+            for (int i = 0; i < N; i++) b[i] = me == root ? w[i] : -1;
+            tu_begin("FR_Bcast root=%d %s, the others %s", root, way ? "4-int blocks" : "MPI_INT",
+                     way ? "MPI_INT" : "4-int blocks");
+            int rc = derived ? FR_Bcast(b, N / 4, four, root, MPI_COMM_WORLD)
+                             : FR_Bcast(b, N, MPI_INT, root, MPI_COMM_WORLD);
+            TU_CHECK(rc == MPI_SUCCESS && memcmp(b, w, sizeof(int) * N) == 0, "rc %d, result %s", rc,
+                     memcmp(b, w, sizeof(int) * N) ? "wrong" : "right");
+        }
+        /* a strided type at the root, MPI_INT x N elsewhere: the ints come in the type map's order */
+        for (int i = 0; i < 3 * N; i++) b[i] = me == root ? (i % 3 ? -7 : (int)tu_hash3(22, (uint64_t)root, (uint64_t)i / 3)) : -1;
+        for (int i = 0; i < N; i++) w[i] = (int)tu_hash3(22, (uint64_t)root, (uint64_t)i);
+        tu_begin("FR_Bcast root=%d a vector type, the others MPI_INT x %d", root, N);
+        int rc = me == root ? FR_Bcast(b, 1, vec, root, MPI_COMM_WORLD) : FR_Bcast(b, N, MPI_INT, root, MPI_COMM_WORLD);
+        int bad = -1;
+        for (int i = 0; i < N && bad < 0 && me != root; i++) if (b[i] != w[i]) bad = i;
+        TU_CHECK(rc == MPI_SUCCESS && bad < 0, "rc %d, first bad int %d", rc, bad);
+
+        /* MPI_DOUBLE_INT: 12 bytes of data in a 16-byte extent */
+        struct di { double d; int i; } v[7];
+        unsigned char raw[sizeof v];
+        memset(v, me == root ? 0x00 : 0xa5, sizeof v);
+        for (int k = 0; k < 7; k++)
+            if (me == root) { v[k].d = ldexp((double)(root * 7 + k) + 0.25, k * 30 - 90); v[k].i = -root * 100 - k; }
+        memcpy(raw, v, sizeof v);   /* a receiver's padding, before */
+        tu_begin("FR_Bcast MPI_DOUBLE_INT count=7 root=%d", root);
+        rc = FR_Bcast(v, 7, MPI_DOUBLE_INT, root, MPI_COMM_WORLD);
+        bad = -1;
+        for (int k = 0; k < 7 && bad < 0; k++) {
+            const unsigned char *pad = raw + k * sizeof v[0] + offsetof(struct di, i) + sizeof(int);
+            int pad_kept = me == root || memcmp((const unsigned char *)&v[k] + offsetof(struct di, i) + sizeof(int),
+                                                pad, sizeof v[0] - offsetof(struct di, i) - sizeof(int)) == 0;
+            if (v[k].d != ldexp((double)(root * 7 + k) + 0.25, k * 30 - 90) || v[k].i != -root * 100 - k || !pad_kept)
+                bad = k;
+        }
+        TU_CHECK(rc == MPI_SUCCESS && bad < 0, "rc %d, first bad element %d", rc, bad);
+    }
+    MPI_Type_free(&four);
+    MPI_Type_free(&vec);
+    free(b);
+    free(w);
+}
+
+/* Two communicators destroyed together, listed in a different order on
+ * odd ranks (as threads may have cached them): one barrier per
+ * communicator in list order would hang. */
+static void test_destroy_many(void)
+{
+    fr_comm_t v[2] = {NULL, NULL};
+    tu_begin("fr_comm_destroy_many in rank-dependent order");
+    fr_status_t a = fr_comm_create(MPI_COMM_WORLD, NULL, &v[0]), b = fr_comm_create(MPI_COMM_WORLD, NULL, &v[1]);
+    TU_CHECK(a == FR_SUCCESS && b == FR_SUCCESS, "fr_comm_create: %s, %s", tu_status(a), tu_status(b));
+    if (me % 2) {
+        fr_comm_t t = v[0];
+        v[0] = v[1];
+        v[1] = t;
+    }
+    fr_status_t st = fr_comm_destroy_many(v, 2);
+    TU_CHECK(st == FR_SUCCESS, "returned %s", tu_status(st));
+}
+
+static int errhandler_calls, errhandler_class;
+static void count_errors(MPI_Comm *c, int *err, ...)
+{
+    (void)c;
+    errhandler_calls++;
+    MPI_Error_class(*err, &errhandler_class);
+}
+
 /* FR_Allreduce / FR_Bcast given bad arguments return MPI's class for them
  * and change nothing (on a duplicate whose error handler returns). */
 static void test_fr_errors(void)
@@ -597,6 +687,34 @@ static void test_fr_errors(void)
     FR_REJECT(MPI_ERR_ROOT, "FR_Bcast root -1", FR_Bcast(r, 8, MPI_FLOAT, -1, d));
     FR_REJECT(MPI_ERR_ARG, "FR_Allreduce overlapping buffers", FR_Allreduce(s, s + 1, 8, MPI_FLOAT, MPI_SUM, d));
 #undef FR_REJECT
+    /* erroneous calls that MPI itself must report (fastreduce passes them
+     * on); Open MPI 4.1 reports some on MPI_COMM_WORLD's error handler */
+    MPI_Errhandler world;
+    MPI_Comm_get_errhandler(MPI_COMM_WORLD, &world);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    tu_begin("FR_Allreduce with MPI_IN_PLACE as recvbuf goes to MPI, which refuses it");
+    bufs_reset();
+    rc = FR_Allreduce(s, MPI_IN_PLACE, 8, MPI_FLOAT, MPI_SUM, d);
+    TU_CHECK(rc != MPI_SUCCESS, "returned MPI_SUCCESS");
+    bufs_unchanged();
+    tu_begin("FR_Bcast of MPI_DATATYPE_NULL goes to MPI, which refuses it");
+    rc = FR_Bcast(r, 8, MPI_DATATYPE_NULL, 0, d);
+    TU_CHECK(rc != MPI_SUCCESS, "returned MPI_SUCCESS");
+    bufs_unchanged();
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, world);
+    MPI_Errhandler_free(&world);
+    /* a served call's failure goes to the communicator's error handler */
+    MPI_Errhandler eh;
+    MPI_Comm_create_errhandler(count_errors, &eh);
+    MPI_Comm_set_errhandler(d, eh);
+    errhandler_calls = 0;
+    tu_begin("FR_Bcast with a root out of range calls the error handler once");
+    rc = FR_Bcast(r, 8, MPI_FLOAT, np, d);
+    MPI_Error_class(rc, &cls);
+    TU_CHECK(cls == MPI_ERR_ROOT && errhandler_calls == 1 && errhandler_class == MPI_ERR_ROOT,
+             "class %d, handler called %d times (class %d)", cls, errhandler_calls, errhandler_class);
+    MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
+    MPI_Errhandler_free(&eh);
     tu_begin("FR_Allreduce on the same communicator after the rejected calls");
     int v = me + 1, sum = 0;
     rc = FR_Allreduce(&v, &sum, 1, MPI_INT, MPI_SUM, d);
@@ -705,7 +823,9 @@ int main(int argc, char **argv)
     test_fr_allreduce_mpi();
     t[4] = MPI_Wtime();
     test_pmpi_paths();
+    test_bcast_types();
     test_fr_errors();
+    test_destroy_many();
     t[5] = MPI_Wtime();
     test_cached_comms();
     t[6] = MPI_Wtime();

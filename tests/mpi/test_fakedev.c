@@ -4,9 +4,14 @@
  * memory: a build without CUDA refuses the pointer with
  * FR_ERR_NOT_SUPPORTED; a build with CUDA finds no usable GPU and fails the
  * call with the same status on every rank; a device and a host buffer
- * together are refused; host buffers keep working. */
+ * together are refused; host buffers keep working. Last, with the range
+ * mapped, FR_Allreduce and FR_Bcast on it go to MPI in a build without
+ * CUDA. */
+#define _GNU_SOURCE   /* MAP_FIXED_NOREPLACE */
 #include "testutil.h"
 #include <dlfcn.h>
+#include <errno.h>
+#include <sys/mman.h>
 #include "config.h"
 
 #define FAKE_DEV ((void *)(uintptr_t)0x7e0000001000ull)
@@ -59,6 +64,33 @@ int main(int argc, char **argv)
     int ok = st == FR_SUCCESS;
     for (int i = 0; ok && i < 16; i++) ok = host[i] == (float)(np * (np - 1) / 2 + np * i);
     TU_CHECK(ok, "host allreduce: %s", tu_status(st));
+    /* FR_Allreduce / FR_Bcast of device memory: a build without CUDA hands
+     * them to MPI, which may be CUDA-aware; here the stand-in range is
+     * mapped as host memory for the MPI library to read. A build with CUDA
+     * serves them and fails on every rank alike (no GPU). */
+    MPI_Comm d;
+    MPI_Comm_dup(MPI_COMM_WORLD, &d);
+    MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
+    float *dev = mmap(FAKE_DEV, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    tu_begin("map the stand-in device range");
+    if (TU_CHECK(dev == FAKE_DEV, "mmap: %s", dev == MAP_FAILED ? strerror(errno) : "another address")) {
+        for (int i = 0; i < 16; i++) dev[i] = (float)(tu.rank * 16 + i);
+        tu_begin("FR_Allreduce of device memory %s", built ? "fails alike everywhere" : "goes to MPI");
+        int rc = FR_Allreduce(MPI_IN_PLACE, dev, 16, MPI_FLOAT, MPI_SUM, d);
+        ok = built ? rc != MPI_SUCCESS : rc == MPI_SUCCESS;
+        for (int i = 0; ok && !built && i < 16; i++) ok = dev[i] == (float)(16 * np * (np - 1) / 2 + np * i);
+        TU_CHECK(ok, "rc %d, dev[1] %g", rc, (double)dev[1]);
+        TU_CHECK(tu_same_everywhere((uint64_t)rc), "ranks returned different codes (%d here)", rc);
+        for (int i = 0; i < 16; i++) dev[i] = tu.rank == np - 1 ? (float)(100 + i) : -1.0f;
+        tu_begin("FR_Bcast of device memory %s", built ? "fails alike everywhere" : "goes to MPI");
+        rc = FR_Bcast(dev, 16, MPI_FLOAT, np - 1, d);
+        ok = built ? rc != MPI_SUCCESS : rc == MPI_SUCCESS;
+        for (int i = 0; ok && !built && i < 16; i++) ok = dev[i] == (float)(100 + i);
+        TU_CHECK(ok, "rc %d, dev[1] %g", rc, (double)dev[1]);
+        TU_CHECK(tu_same_everywhere((uint64_t)rc), "ranks returned different codes (%d here)", rc);
+        munmap(dev, 8192);
+    }
+    MPI_Comm_free(&d);
     tu_begin("fr_comm_destroy");
     st = fr_comm_destroy(comm);
     TU_CHECK(st == FR_SUCCESS, "%s", tu_status(st));

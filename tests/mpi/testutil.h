@@ -105,6 +105,7 @@ TU_FN void tu_begin(const char *fmt, ...)
         tu.failcap = cap;
     }
     if (tu.watchdog_s) alarm(tu.watchdog_s);
+    if (getenv("TU_TRACE")) fprintf(stderr, "TRACE %s\n", tu.desc);
 }
 
 /* Record a failure of the current test and print one line about it. */
