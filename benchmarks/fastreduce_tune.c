@@ -6,7 +6,6 @@
  * sizes and reports the ranges whose choice is no longer the fastest.
  * The decisions are in tune_choose.c; this file measures. */
 #include <getopt.h>
-#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -619,6 +618,13 @@ static void sweep(tuner_t *T, const int *sample)
                         if (s2 != s) reserve += w * min_cost(T, c2, s2);
                     }
             if (n) measure_size(T, s, list, n, left, reserve);
+            /* a size where no candidate of a collective came out correct (the one the
+             * pruning kept failed its check) has the pruned ones measured after all,
+             * so that it does not go to the failed one's range (tc_unprune) */
+            int more[MAX_CANDS], k = 0;
+            for (int coll = 0; pass == 1 && coll < FR_COLL_COUNT; coll++)
+                k += tc_unprune(g, coll, s, more + k, MAX_CANDS - k);
+            if (k) measure_size(T, s, more, k, left - n + k, reserve);
             if (T->rank == 0 && T->o.quiet) {
                 char sz[32];
                 tc_fmt_bytes(sz, sizeof sz, g->sizes[s]);
@@ -940,7 +946,7 @@ static int check_table(tuner_t *T, double share)
     if (T->rank == 0) {
         for (int coll = 0; coll < FR_COLL_COUNT; coll++) {
             if (!(T->o.colls & (1 << coll))) continue;
-            int last_rule = INT_MIN, reported = 0;
+            tc_stale_t ranges = {0};
             for (int s = 0; s < g->nsizes; s++) {
                 int c = chosen[coll][s];
                 if (!sample[s] || c < 0) continue;
@@ -952,32 +958,31 @@ static int check_table(tuner_t *T, double share)
                              "default", tab.rules[rule[coll][s]].line);
                 else
                     snprintf(where, sizeof where, "no rule (the MPI library's own)");
-                if (rule[coll][s] != last_rule) reported = 0;
-                last_rule = rule[coll][s];
                 int best = tc_fastest(g, coll, s, -1);
                 if (mc->state == TC_FAILED) {
                     printf("STALE %-9s %6s%s: the table's %s (%s) fails its check\n", fr_coll_name(coll), sz, mem,
                            g->cand[c].label, where);
-                    stale++;
+                    tc_stale_add(&ranges, rule[coll][s], 1);
                     continue;
                 }
                 if (mc->state != TC_OK || best < 0) {
                     printf("      %-9s %6s%s: %s (%s) not measured (%s)\n", fr_coll_name(coll), sz, mem,
                            g->cand[c].label, where, tc_state_name(mc->state));
+                    tc_stale_add(&ranges, rule[coll][s], 0);
                     continue;
                 }
                 const tc_meas_t *mb = tc_at(g, best, s);
                 double thr, slower = tc_rel(g, c, s) - 1;
                 char cmp[48] = "";
                 if (mc->nrel > 1) snprintf(cmp, sizeof cmp, ", median of %d comparisons", mc->nrel);
-                if (stale_by(T, coll, s, c, &thr)) {
+                int is_stale = stale_by(T, coll, s, c, &thr);
+                tc_stale_add(&ranges, rule[coll][s], is_stale);
+                if (is_stale) {
                     /* the percentage is the side-by-side standing; the medians are the latest
                      * measurement's, which may have been taken in another spell than the others */
                     printf("STALE %-9s %6s%s: the table's %s (%s) takes %.2f us; %s takes %.2f us: %.0f%% slower "
                            "side by side (noise %.0f%%%s)\n", fr_coll_name(coll), sz, mem, g->cand[c].label, where,
                            mc->med * 1e6, g->cand[best].label, mb->med * 1e6, slower * 100, thr * 100, cmp);
-                    if (!reported) stale++;
-                    reported = 1;
                 } else {
                     printf("ok    %-9s %6s%s: %s (%s) %.2f us; fastest %s %.2f us (%+.1f%% side by side, noise "
                            "%.0f%%%s)\n",
@@ -985,6 +990,7 @@ static int check_table(tuner_t *T, double share)
                            mb->med * 1e6, slower * 100, thr * 100, cmp);
                 }
             }
+            stale += ranges.ranges;
         }
         steadiness(T, stdout, PROG ": ");
         printf(PROG ": %d stale range%s in %s%s (%ld points measured in %.0f s%s)\n", stale, stale == 1 ? "" : "s",

@@ -299,6 +299,20 @@ int tc_keep(const tc_grid_t *g, int c, int s, const tc_policy_t *p)
     return !judged || slow < judged;
 }
 
+int tc_unprune(const tc_grid_t *g, int coll, int s, int *out, int cap)
+{
+    int n = 0;
+    for (int c = 0; c < g->ncand; c++)
+        if (g->cand[c].coll == coll && tc_at(g, c, s)->state == TC_OK) return 0;
+    for (int c = 0; c < g->ncand && n < cap; c++) {
+        if (g->cand[c].coll != coll || tc_at(g, c, s)->state != TC_PRUNED) continue;
+        int failed = 0;   /* (one that failed anywhere stays out: tc_keep) */
+        for (int i = 0; i < g->nsizes && !failed; i++) failed = tc_at(g, c, i)->state == TC_FAILED;
+        if (!failed) out[n++] = c;
+    }
+    return n;
+}
+
 int tc_disputed(const tc_grid_t *g, int coll, const tc_policy_t *p, int *out, int cap)
 {
     int n = 0, prev = -1, prev_w = -1;
@@ -318,26 +332,43 @@ int tc_disputed(const tc_grid_t *g, int coll, const tc_policy_t *p, int *out, in
 
 int tc_ranges(const tc_grid_t *g, int coll, const tc_policy_t *p, tc_range_t *out, int cap)
 {
-    int n = 0, first = -1;
+    int n = 0, open = 0;   /* open: the last range may still take the sizes that follow */
     for (int s = 0; s < g->nsizes; s++) {
         int w = tc_winner(g, coll, s, p);
-        if (w < 0) continue;
-        if (first < 0) first = s;
-        if (n > 0 && out[n - 1].cand == w) {
+        if (w < 0) {
+            /* A size without a winner joins the range before it, unless that
+             * range's candidate failed its check there (a candidate far faster
+             * at the sizes around has the others pruned, and may then fail
+             * alone): the range ends, and the sizes up to the next winner's
+             * first are left to the rules that follow the table. */
+            if (n > 0 && open && tc_at(g, out[n - 1].cand, s)->state == TC_FAILED) open = 0;
+            else if (n > 0 && open) out[n - 1].hi = g->sizes[s];
+            continue;
+        }
+        if (n > 0 && open && out[n - 1].cand == w) {
             out[n - 1].s_last = s;
+            out[n - 1].hi = g->sizes[s];
             continue;
         }
         if (n == cap) break;
-        out[n] = (tc_range_t){ .cand = w, .s_first = s, .s_last = s };
-        n++;
+        /* the first range also takes the sizes before it, back to one where its candidate failed */
+        uint64_t lo = s > 0 ? g->sizes[s - 1] + 1 : 0;
+        for (int t = s - 1; n == 0 && t >= 0 && tc_at(g, w, t)->state != TC_FAILED; t--)
+            lo = t > 0 ? g->sizes[t - 1] + 1 : 0;
+        out[n++] = (tc_range_t){ .cand = w, .lo = lo, .hi = g->sizes[s], .s_first = s, .s_last = s };
+        open = 1;
     }
-    for (int i = 0; i < n; i++) {
-        out[i].lo = i == 0 ? 0 : out[i - 1].hi + 1;
-        /* up to the size before the next winner's first: sizes after this winner's last without a winner join it */
-        out[i].hi = i == n - 1 ? FR_INF : g->sizes[out[i + 1].s_first - 1];
-    }
-    (void)first;
+    if (n > 0 && open) out[n - 1].hi = FR_INF;
     return n;
+}
+
+void tc_stale_add(tc_stale_t *t, int rule, int stale)
+{
+    if (!t->started || rule != t->rule) t->reported = 0;
+    t->started = 1;
+    t->rule = rule;
+    if (stale && !t->reported) t->ranges++;
+    t->reported |= stale;
 }
 
 void tc_range_rule(const tc_grid_t *g, const tc_range_t *r, uint64_t nodes, uint64_t ppn, unsigned mem,

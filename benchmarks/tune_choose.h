@@ -142,6 +142,16 @@ int tc_winner(const tc_grid_t *g, int coll, int s, const tc_policy_t *p);
  * them when only one exists). Yes when there is nothing to judge by. */
 int tc_keep(const tc_grid_t *g, int c, int s, const tc_policy_t *p);
 
+/* The candidates of collective @p coll that tc_keep() pruned at size @p s
+ * and are to be measured there after all: where none of the collective is
+ * TC_OK at s, those TC_PRUNED there that never failed their check (one
+ * that failed anywhere stays out, as tc_keep() says). A candidate far
+ * faster than the others at the sizes around s has them pruned at s; if it
+ * then fails its check at s, or was left out there for failing elsewhere,
+ * s has no correct candidate unless the pruned ones are measured. Returns
+ * how many were written to @p out (at most @p cap). */
+int tc_unprune(const tc_grid_t *g, int coll, int s, int *out, int cap);
+
 /* Sizes of collective @p coll whose winner differs from the winners of the
  * nearest sizes with a winner on both sides (which may differ from each
  * other): a win no neighbour shares rests on one size's measurements, and
@@ -162,9 +172,28 @@ typedef struct tc_range {
 /* The ranges of collective @p coll: neighbouring sizes with the same winner
  * merged; the first starts at 0 and the last ends at FR_INF; a boundary
  * lies at the last size of the earlier winner. Sizes without a winner join
- * the range before them (the first ones: the range after). Returns the
- * number of ranges written (at most @p cap; 0 when no size has a winner). */
+ * the range before them (the first ones: the range after). But a range
+ * never takes a size where its candidate is TC_FAILED: it ends before that
+ * size (the first one starts after it), and the sizes from there up to the
+ * next winner's first, or all above after the last range, are in no range
+ * (a table of these ranges leaves their bytes to the built-in table that
+ * follows it). Returns the number of ranges written (at most @p cap; 0 when
+ * no size has a winner). */
 int tc_ranges(const tc_grid_t *g, int coll, const tc_policy_t *p, tc_range_t *out, int cap);
+
+/* --check's count of stale ranges, fed its sampled sizes of one collective
+ * in ascending order: the neighbouring sizes that one rule of the table
+ * serves make one range, which counts once however many of its sizes are
+ * stale. Zeroed to start. */
+typedef struct tc_stale {
+    int started, rule;   /* the rule of the latest size (-1: none, the MPI library's own) */
+    int reported;        /* a size of the current range was stale */
+    int ranges;          /* stale ranges so far */
+} tc_stale_t;
+
+/* A sampled size served by rule @p rule: @p stale when the table's choice
+ * there is slower than the fastest beyond the noise or fails its check. */
+void tc_stale_add(tc_stale_t *t, int rule, int stale);
 
 /* The rule of a range for a job of @p nodes nodes of up to @p ppn ranks
  * (the shape measured), memory @p mem (FR_MEM_*). */

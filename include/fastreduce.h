@@ -86,7 +86,7 @@ typedef struct fr_comm *fr_comm_t;
 
 /**
  * Optional settings for fr_comm_create(). Zero-initialise (or use
- * FR_CONFIG_INIT) and set what you need; a NULL string or a zero number
+ * FR_CONFIG_INIT) and set what you need; a NULL or empty string or a zero number
  * means "take it from the environment or the default". A field set here
  * overrides the matching FASTREDUCE_* environment variable.
  */

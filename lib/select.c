@@ -127,9 +127,9 @@ static int search_path(const struct fr_comm *c, char *out, size_t len)
 /* Rank 0: the rules of every source, strongest first. */
 static fr_status_t build_table(fr_table_t *t, const fr_config_t *cfg, const struct fr_comm *c)
 {
-    const char *algo = cfg && cfg->algo ? cfg->algo : fr_env("FASTREDUCE_ALGO");
-    const char *tune = cfg && cfg->tune ? cfg->tune : fr_env("FASTREDUCE_TUNE");
-    const char *file = cfg && cfg->tune_file ? cfg->tune_file : fr_env("FASTREDUCE_TUNE_FILE");
+    const char *algo = fr_config_or_env(cfg ? cfg->algo : NULL, "FASTREDUCE_ALGO");
+    const char *tune = fr_config_or_env(cfg ? cfg->tune : NULL, "FASTREDUCE_TUNE");
+    const char *file = fr_config_or_env(cfg ? cfg->tune_file : NULL, "FASTREDUCE_TUNE_FILE");
     if (algo) FR_CHECK(fr_table_parse_algo(t, algo, NULL, NULL, NULL));
     if (tune) FR_CHECK(fr_table_parse(t, tune, "FASTREDUCE_TUNE", FR_SRC_TUNE, NULL, NULL, NULL));
     char found[4096];

@@ -1,5 +1,4 @@
 /* The one table of FASTREDUCE_* settings. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include "settings.h"
@@ -68,6 +67,11 @@ const char *fr_env(const char *name)
     return v && *v ? v : NULL;
 }
 
+const char *fr_config_or_env(const char *given, const char *name)
+{
+    return given && *given ? given : fr_env(name);
+}
+
 uint64_t fr_env_size(const char *name)
 {
     const fr_setting_t *s = find(name);
@@ -82,34 +86,46 @@ uint64_t fr_env_size(const char *name)
     return v;
 }
 
+/* The decimal number at the start of @p txt: digits, then (with @p frac)
+ * a point and more digits; *end is where it ends (txt when it does not
+ * start with a digit). Read by hand, since strtol and strtod also take
+ * leading blanks, a sign and hex (strtod exponents too), and strtod's
+ * decimal point is the locale's. */
+static double decimal(const char *txt, int frac, const char **end)
+{
+    const char *p = txt;
+    double v = 0;
+    for (; *p >= '0' && *p <= '9'; p++) v = v * 10 + (*p - '0');
+    if (p > txt && frac && p[0] == '.' && p[1] >= '0' && p[1] <= '9')
+        for (double f = 0.1; *++p >= '0' && *p <= '9'; f /= 10) v += (*p - '0') * f;
+    *end = p;
+    return v;
+}
+
 long fr_env_int(const char *name)
 {
     const fr_setting_t *s = find(name);
     long def = s ? strtol(s->def, NULL, 10) : 0;
-    const char *txt = fr_env(name);
+    const char *txt = fr_env(name), *end;
     if (!txt) return def;
-    char *end;
-    errno = 0;
-    long v = strtol(txt, &end, 10);
-    if (errno || *end || v < 0 || v > 1000000000L) {
-        FR_WARN(FR_SUB_INIT, "%s=%s is not a non-negative integer; using %ld", name, txt, def);
+    double v = decimal(txt, 0, &end);
+    if (end == txt || *end || v > 1000000000L) {
+        FR_WARN(FR_SUB_INIT, "%s=%s is not a non-negative integer (decimal digits alone, at most 1000000000); "
+                "using %ld", name, txt, def);
         return def;
     }
-    return v;
+    return (long)v;
 }
 
 double fr_env_seconds(const char *name)
 {
     const fr_setting_t *s = find(name);
     double def = s ? strtod(s->def, NULL) : 0;
-    const char *txt = fr_env(name);
+    const char *txt = fr_env(name), *end;
     if (!txt) return def;
-    char *end;
-    errno = 0;
-    double v = strtod(txt, &end);
+    double v = decimal(txt, 1, &end);
     if (end != txt && *end == 's') end++;
-    /* (the comparisons are false for NaN) */
-    if (errno || end == txt || *end || !(v >= 0 && v <= 1e7)) {
+    if (end == txt || *end || v > 1e7) {
         FR_WARN(FR_SUB_INIT, "%s=%s is not a number of seconds (like 30 or 2.5) from 0 to 1e7; using %g", name,
                 txt, def);
         return def;

@@ -25,12 +25,21 @@ extern const int fr_nsettings;
 
 /* The variable's value, or NULL when unset or empty. */
 const char *fr_env(const char *name);
+/* A string setting of fr_config_t, @p given, that replaces variable
+ * @p name: @p given unless it is NULL or empty, else fr_env(name). An
+ * empty field counts as unset, as an empty variable does (a tune_file of
+ * "" would otherwise be a file name that cannot be opened, and would turn
+ * off the FASTREDUCE_TUNE_PATH search). */
+const char *fr_config_or_env(const char *given, const char *name);
 /* A size setting (K/M/G suffixes); a malformed value warns and gives the default. */
 uint64_t fr_env_size(const char *name);
-/* An integer setting; a malformed value warns and gives the default. */
+/* An integer setting: decimal digits and nothing else (no blank, sign or
+ * 0x; no setting takes a negative value), at most 1e9; a malformed value
+ * warns and gives the default. */
 long fr_env_int(const char *name);
-/* A duration in seconds (decimals, an optional trailing 's'); a malformed
- * or negative value warns and gives the default. */
+/* A duration in seconds: decimal digits, optionally a point and more
+ * digits, and an optional trailing 's' (no blank, sign, 0x or exponent),
+ * at most 1e7; a malformed value warns and gives the default. */
 double fr_env_seconds(const char *name);
 /* Print every setting with its current value and documentation. */
 void fr_settings_print(FILE *f);

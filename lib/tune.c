@@ -482,10 +482,6 @@ static fr_status_t parse_segment(parse_ctx_t *c, const char *s, size_t len, int 
 {
     char msg[FR_MSG_MAX];
     fr_rule_t r;
-    if (memchr(s, '\0', len)) {
-        report(c, line, "line contains a NUL byte");
-        return FR_SUCCESS;
-    }
     char *copy = malloc(len + 1);
     if (!copy)
         return FR_ERR_NO_MEMORY;
@@ -504,30 +500,45 @@ static fr_status_t parse_segment(parse_ctx_t *c, const char *s, size_t len, int 
     return table_push(c->t, &r);
 }
 
-/* Split [text, text+len) into rules at '\n' and ';'; '#' starts a comment
- * that runs to the end of the line. Rules are numbered by line
- * (@p by_line) or by their ordinal in the text. */
+/* Does the line [s, e) contain a NUL byte? Such a line is malformed as a
+ * whole, its rules and comment alike: the NUL may be anywhere in it, and
+ * text read up to it would not be the line that was written. */
+static int has_nul(const char *s, const char *e)
+{
+    return memchr(s, '\0', (size_t)(e - s)) != NULL;
+}
+
+/* Split [text, text+len) into lines at '\n' and each line into rules at
+ * ';'; '#' starts a comment that runs to the end of the line. A line with
+ * a NUL byte is reported once and skipped whole. Rules are numbered by
+ * line (@p by_line) or by their ordinal in the text. */
 static fr_status_t parse_text(parse_ctx_t *c, const char *text, size_t len, int by_line)
 {
     int line = 1, ordinal = 1;
     size_t i = 0;
-    while (i <= len) {
-        size_t start = i;
-        while (i < len && text[i] != '\n' && text[i] != ';' && text[i] != '#')
-            i++;
-        fr_status_t st = parse_segment(c, text + start, i - start, by_line ? line : ordinal);
-        if (st != FR_SUCCESS)
-            return st;
-        if (i < len && text[i] == '#') {
-            const char *nl = memchr(text + i, '\n', len - i);
-            i = nl ? (size_t)(nl - text) : len;
+    for (;;) {
+        const char *nl = memchr(text + i, '\n', len - i);
+        size_t eol = nl ? (size_t)(nl - text) : len;
+        if (has_nul(text + i, text + eol)) {
+            report(c, by_line ? line : ordinal, "line contains a NUL byte");
+            ordinal++;
+        } else {
+            for (size_t start = i;; start = i + 1) {
+                i = start;
+                while (i < eol && text[i] != ';' && text[i] != '#')
+                    i++;
+                fr_status_t st = parse_segment(c, text + start, i - start, by_line ? line : ordinal);
+                if (st != FR_SUCCESS)
+                    return st;
+                ordinal++;
+                if (i == eol || text[i] == '#')
+                    break;
+            }
         }
-        if (i >= len)
+        if (!nl)
             break;
-        if (text[i] == '\n')
-            line++;
-        ordinal++;
-        i++;
+        i = eol + 1;
+        line++;
     }
     return FR_SUCCESS;
 }
@@ -815,7 +826,11 @@ fr_status_t fr_table_read_file(fr_table_t *t, fr_table_meta_t *meta, const char 
         size_t end = nl ? (size_t)(nl - buf) : len;
         const char *ver;
         size_t vlen;
-        if (header_line(buf + i, end - i, &ver, &vlen)) {
+        if (has_nul(buf + i, buf + end)) {
+            /* parse_text reports the line and skips it: it is no header line and no field, but as
+             * any line that is not a comment it ends the header */
+            in_header = in_header && comment_only(buf + i, buf + end);
+        } else if (header_line(buf + i, end - i, &ver, &vlen)) {
             if (!(vlen == 1 && ver[0] == '1')) {
                 char *v = strndup(ver, vlen);
                 report(&c, line, "unsupported tuning table format version '%s' (this library reads"
@@ -828,8 +843,6 @@ fr_status_t fr_table_read_file(fr_table_t *t, fr_table_meta_t *meta, const char 
             have_header = 1;
         } else if (in_header && !comment_only(buf + i, buf + end)) {
             in_header = 0;
-        } else if (in_header && memchr(buf + i, '\0', end - i)) {
-            report(&c, line, "line contains a NUL byte");
         } else if (in_header) {
             meta_field(&c, m, buf + i, buf + end, line, seen);
         }

@@ -1,12 +1,19 @@
-/* Unit tests of the public API that need no running MPI job: status names,
- * version, datatype and op names, the NULL-handle paths, and
- * fr_comm_create() before MPI_Init(). MPI is never initialised here. */
+/* Unit tests of the public API that need no MPI job of several ranks:
+ * status names, version, datatype and op names, the NULL-handle paths,
+ * fr_comm_create() before MPI_Init(), how the FASTREDUCE_* settings are
+ * read, and the string fields of fr_config_t. Only the config tests
+ * initialise MPI (a one-rank job, no launcher), each in the process of its
+ * own that Criterion runs every test in. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
+#include <unistd.h>
 #include "fastreduce.h"
+#include "comm.h"       /* the communicator's fingerprint and shape: a table file for this job */
+#include "settings.h"
 
 Test(api, strerror_every_status_distinct)
 {
@@ -166,4 +173,129 @@ Test(api, last_error_per_thread)
     cr_assert_str_eq(seen, "", "a new thread sees another thread's error '%s'", seen);
     cr_assert(strlen(seen + 256) > 0, "the other thread's own failure left no message");
     cr_assert_str_eq(fr_last_error(), mine, "another thread's failure changed this thread's message");
+}
+
+/* ---- settings ------------------------------------------------------------ */
+
+/* fr_env_int(@p name) with the variable set to @p value. */
+static long int_with(const char *name, const char *value)
+{
+    setenv(name, value, 1);
+    long v = fr_env_int(name);
+    unsetenv(name);
+    return v;
+}
+
+static double seconds_with(const char *value)
+{
+    setenv("FASTREDUCE_TIMEOUT", value, 1);
+    double v = fr_env_seconds("FASTREDUCE_TIMEOUT");
+    unsetenv("FASTREDUCE_TIMEOUT");
+    return v;
+}
+
+/* An integer setting is decimal digits alone; anything else is malformed
+ * and gives the default (FASTREDUCE_SPIN: 2000). No setting takes a
+ * negative value. */
+Test(settings, integer_forms)
+{
+    static const struct { const char *in; long want; } ok[] = {
+        { "0", 0 }, { "7", 7 }, { "42", 42 }, { "007", 7 }, { "1000000000", 1000000000L },
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        cr_assert_eq(int_with("FASTREDUCE_SPIN", ok[i].in), ok[i].want, "'%s'", ok[i].in);
+    static const char *const bad[] = { " 4", "\t4", "4 ", "+4", "-1", "-0", "0x10", "0X10", "1e3", "4.0", "4x",
+                                       "x4", " ", "1000000001", "99999999999999999999999" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_assert_eq(int_with("FASTREDUCE_SPIN", bad[i]), 2000, "'%s' was taken", bad[i]);
+    /* empty is unset: the default, no warning needed */
+    cr_assert_eq(int_with("FASTREDUCE_SPIN", ""), 2000);
+}
+
+/* A duration is digits, optionally a point and digits, and an optional
+ * 's'; anything else gives the default (FASTREDUCE_TIMEOUT: 0). */
+Test(settings, seconds_forms)
+{
+    static const struct { const char *in; double want; } ok[] = {
+        { "0", 0 }, { "30", 30 }, { "2.5", 2.5 }, { "2.5s", 2.5 }, { "30s", 30 }, { "0.125", 0.125 },
+        { "10000000", 1e7 },
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        cr_assert_float_eq(seconds_with(ok[i].in), ok[i].want, 1e-12, "'%s'", ok[i].in);
+    static const char *const bad[] = { " 1", "1 ", "+1", "-1", "0x10", "0x1p3", "1e3", ".5", "5.", "inf", "nan",
+                                       "s", "1ss", "1.5.2", "10000001", "2,5" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_assert_eq(seconds_with(bad[i]), 0.0, "'%s' was taken", bad[i]);
+}
+
+/* ---- fr_config_t ---------------------------------------------------------- */
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "cannot write %s", path);
+    cr_assert_geq(fputs(text, f), 0);
+    cr_assert_eq(fclose(f), 0);
+}
+
+/* The algorithm a 1 KiB float allreduce takes on a new communicator made with @p cfg. */
+static const char *algorithm_with(const fr_config_t *cfg)
+{
+    fr_comm_t c = NULL;
+    fr_status_t st = fr_comm_create(MPI_COMM_WORLD, cfg, &c);
+    cr_assert_eq(st, FR_SUCCESS, "fr_comm_create: %s", fr_last_error());
+    const char *a = fr_allreduce_algorithm(c, 256, FR_FLOAT32, FR_SUM);
+    cr_assert_not_null(a);
+    fr_comm_destroy(c);
+    return a;   /* (the registry's name: it outlives the communicator) */
+}
+
+/* An empty tune_file counts as unset, as FASTREDUCE_TUNE_FILE="" does: the
+ * variable names the table, and without it the FASTREDUCE_TUNE_PATH search
+ * finds one. (An empty name was opened as a file, failed, and turned the
+ * search off.) */
+Test(config, empty_tune_file_is_unset)
+{
+    char dir[] = "/tmp/test_api_XXXXXX", var[64], found[64];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(var, sizeof var, "%s/named.table", dir);
+    snprintf(found, sizeof found, "%s/job.tune", dir);
+    unsetenv("FASTREDUCE_ALGO");
+    unsetenv("FASTREDUCE_TUNE");
+    unsetenv("FASTREDUCE_TUNE_FILE");
+    setenv("FASTREDUCE_TUNE_PATH", "", 1);   /* no search */
+    cr_assert_eq(MPI_Init(NULL, NULL), MPI_SUCCESS);
+    fr_config_t cfg = FR_CONFIG_INIT;
+    cfg.tune_file = "";
+
+    /* the built-in table's choice, which neither table below makes */
+    fr_comm_t c = NULL;
+    cr_assert_eq(fr_comm_create(MPI_COMM_WORLD, &cfg, &c), FR_SUCCESS, "%s", fr_last_error());
+    char header[512];
+    snprintf(header, sizeof header, "# fastreduce tuning table v1\n# fingerprint: %s\n# nodes: %d\n# ppn: %d\n",
+             c->fingerprint[0] ? c->fingerprint : "unknown", c->nnodes, c->ppn);
+    const char *def = fr_allreduce_algorithm(c, 256, FR_FLOAT32, FR_SUM);
+    cr_assert_not_null(def);
+    cr_assert_str_neq(def, "recursive_doubling");
+    cr_assert_str_neq(def, "rabenseifner");
+    fr_comm_destroy(c);
+
+    write_text(var, "# fastreduce tuning table v1\nallreduce host * * * recursive_doubling\n");
+    setenv("FASTREDUCE_TUNE_FILE", var, 1);
+    cr_assert_str_eq(algorithm_with(&cfg), "recursive_doubling", "FASTREDUCE_TUNE_FILE was not read");
+    unsetenv("FASTREDUCE_TUNE_FILE");
+
+    char text[1024];
+    snprintf(text, sizeof text, "%sallreduce host * * * rabenseifner\n", header);
+    write_text(found, text);
+    setenv("FASTREDUCE_TUNE_PATH", dir, 1);
+    cr_assert_str_eq(algorithm_with(&cfg), "rabenseifner", "the FASTREDUCE_TUNE_PATH search did not find %s", found);
+
+    /* a named file still wins over the search */
+    cfg.tune_file = var;
+    cr_assert_str_eq(algorithm_with(&cfg), "recursive_doubling");
+    MPI_Finalize();
+    unlink(var);
+    unlink(found);
+    rmdir(dir);
 }

@@ -1718,6 +1718,62 @@ Test(tune_meta, nul_byte_in_field)
     diags_clear(&d);
 }
 
+/* A NUL byte anywhere on a line makes the whole line malformed: in a
+ * comment, after a first ';' rule, on a comment line; one report each, with
+ * the line's number, and none of the line's rules. */
+Test(file, nul_byte_anywhere_on_a_line)
+{
+    static const char text[] = "# fastreduce tuning table v1\n"                          /* 1 */
+                               "allreduce host * * * ring  # why\0 junk\n"               /* 2 */
+                               "# a comment\0 with a NUL; bcast * * * * mpi\n"           /* 3 */
+                               "bcast * * * * mpi; allreduce host * * *\0 tree\n"        /* 4 */
+                               "bcast host * * * binomial\n";                            /* 5 */
+    fr_table_t t = { 0 };
+    fr_table_meta_t m;
+    diags_t d = { 0 };
+    int nbad = -1;
+    cr_assert_eq(meta_read(text, sizeof text - 1, &t, &m, &d, &nbad), FR_SUCCESS);
+    cr_assert_eq(t.n, 1, "%d rules read from lines with a NUL byte", t.n - 1);
+    cr_assert_eq(t.rules[0].alg, alg(FR_COLL_BCAST, "binomial"));
+    cr_assert_eq(t.rules[0].line, 5);
+    cr_assert_eq(d.n, 3, "%d diagnostics for 3 lines with a NUL byte", d.n);
+    cr_assert_eq(nbad, 3);
+    for (int i = 0; i < 3; i++) expect_diag(&d, i, 2 + i, "NUL", NULL);
+    fr_table_free(&t);
+    diags_clear(&d);
+}
+
+/* A header line with a NUL byte is one bad line, not a version: the file
+ * is read (as one without a header where it was the only header line),
+ * not ignored. */
+Test(file, nul_byte_in_header_line)
+{
+    static const struct { const char *text; size_t len; int header; } cases[] = {
+#define NUL_CASE(s, header) { s, sizeof s - 1, header }
+        NUL_CASE("# fastreduce tuning table v1\0 x\nallreduce host * * * ring\n", 0),
+        NUL_CASE("# fastreduce tuning table v\0\nallreduce host * * * ring\n", 0),
+        /* a second header line, of another version, after a good one */
+        NUL_CASE("# fastreduce tuning table v1\n# fastreduce tuning table v2\0\nallreduce host * * * ring\n", 1),
+#undef NUL_CASE
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fr_table_t t = { 0 };
+        fr_table_meta_t m;
+        diags_t d = { 0 };
+        int nbad = -1, h = cases[i].header;
+        cr_assert_eq(meta_read(cases[i].text, cases[i].len, &t, &m, &d, &nbad), FR_SUCCESS, "case %zu: %s", i,
+                     fr_last_error());
+        cr_assert_eq(t.n, 1, "case %zu: the file's rule was not read", i);
+        cr_assert_eq(m.version, h, "case %zu", i);
+        cr_assert_eq(d.n, 2 - h, "case %zu: %d diagnostics", i, d.n);
+        cr_assert_eq(nbad, 2 - h);
+        if (!h) expect_diag(&d, 0, 1, "missing header", NULL);
+        expect_diag(&d, 1 - h, 1 + h, "NUL", NULL);
+        fr_table_free(&t);
+        diags_clear(&d);
+    }
+}
+
 Test(tune_meta, crlf_line_ends)
 {
     fr_table_t t = { 0 };

@@ -597,7 +597,9 @@ Test(tune_choose, keep_failed_anywhere_dropped)
 
 /* Candidates: 0 ring, 1 recursive_doubling, 2 rabenseifner (allreduce),
  * 3 binomial, 4 pipeline (bcast). Sizes SZ8. @p win: per size the allreduce
- * winner ('A'..'C') or '-' for none. The winner gets 1 us, the others 10 us. */
+ * winner ('A'..'C'), or none: '-' (ring cut by the budget, the others
+ * pruned) or 'x' (ring, 'A', failed its check, the others pruned). The
+ * winner gets 1 us, the others 10 us. */
 static void ranges_grid(tc_grid_t *g, const char *win)
 {
     grid(g, 5, 8, SZ8);
@@ -607,9 +609,9 @@ static void ranges_grid(tc_grid_t *g, const char *win)
     cand(g, 3, BC, "binomial", 1, NULL);
     cand(g, 4, BC, "pipeline", 1, NULL);
     for (int s = 0; s < 8; s++) {
-        if (win[s] == '-') {
+        if (win[s] == '-' || win[s] == 'x') {
             for (int c = 0; c < 3; c++)
-                meas(g, c, s, c == 0 ? TC_FAILED : TC_PRUNED, 1.0);
+                meas(g, c, s, c > 0 ? TC_PRUNED : win[s] == 'x' ? TC_FAILED : TC_SKIPPED, 1.0);
         } else {
             for (int c = 0; c < 3; c++)
                 ok(g, c, s, c == win[s] - 'A' ? 1.0 : 10.0);
@@ -761,6 +763,187 @@ Test(tune_choose, ranges_cap)
     cr_assert_eq(r[1].lo, 9, "cap reached: lo of range 1 is %#llx", (unsigned long long)r[1].lo);
     cr_assert_eq(r[2].cand, (int)0xabababab, "wrote past the cap");
     tc_grid_free(&g);
+}
+
+/* tc_ranges() of ranges_grid(@p win) gives the @p n ranges @p want. */
+static void expect_ranges(const char *win, const tc_range_t *want, int n)
+{
+    tc_grid_t g;
+    tc_range_t r[8];
+    ranges_grid(&g, win);
+    cr_assert_eq(tc_ranges(&g, AR, &POL, r, 8), n, "%s", win);
+    for (int i = 0; i < n; i++)
+        check_range(&r[i], want[i].cand, want[i].lo, want[i].hi, want[i].s_first, want[i].s_last);
+    tc_grid_free(&g);
+}
+
+/* A size where a range's winner failed its check is never in its range:
+ * the range ends before it, and what the table does not cover goes to the
+ * built-in table (docs/tuning.md, "Ranges"). Below, { cand, lo, hi,
+ * s_first, s_last }. */
+Test(tune_choose, ranges_failed_size_ends_the_range)
+{
+    /* ring wins 4, 8, fails at 16 (the others pruned there), wins 32, 64 */
+    static const tc_range_t want[] = { { 0, 0, 8, 0, 1 }, { 0, 17, 64, 3, 4 }, { 1, 65, FR_INF, 5, 7 } };
+    expect_ranges("AAxAABBB", want, 3);
+}
+
+Test(tune_choose, ranges_failed_trailing_sizes_left_out)
+{
+    static const tc_range_t want[] = { { 0, 0, 128, 0, 5 } };
+    expect_ranges("AAAAAAxx", want, 1);
+}
+
+Test(tune_choose, ranges_failed_leading_sizes_left_out)
+{
+    /* the first range reaches back only to the size where its winner failed */
+    static const tc_range_t want[] = { { 0, 9, 32, 2, 3 }, { 1, 33, FR_INF, 4, 7 } };
+    expect_ranges("-xAABBBB", want, 2);
+    static const tc_range_t want2[] = { { 0, 5, 32, 2, 3 }, { 1, 33, FR_INF, 4, 7 } };
+    expect_ranges("x-AABBBB", want2, 2);
+}
+
+Test(tune_choose, ranges_no_winner_after_a_failure_left_out)
+{
+    /* 64 (no winner, nothing failed) follows the failure at 32: ring's range
+     * has ended, so 64 joins none */
+    static const tc_range_t want[] = { { 0, 0, 16, 0, 2 }, { 0, 65, 128, 5, 5 }, { 1, 129, FR_INF, 6, 7 } };
+    expect_ranges("AAAx-ABB", want, 3);
+}
+
+Test(tune_choose, ranges_only_the_winners_own_failure_ends_it)
+{
+    /* ring failed at 16 and 32, where recursive_doubling was pruned: its range goes on over them */
+    static const tc_range_t want[] = { { 1, 0, 128, 0, 5 }, { 0, 129, FR_INF, 6, 7 } };
+    expect_ranges("BBxxBBAA", want, 2);
+}
+
+/* The table written leaves the failed size to the built-in table. */
+Test(tune_choose, table_leaves_a_failed_size_to_the_default)
+{
+    tc_grid_t g;
+    ranges_grid(&g, "AAxAABBB");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_eq(tc_write_table(f, NULL, &g, &POL, 1, 2, FR_MEM_HOST), 3);
+    fclose(f);
+    fr_table_t t = { 0 };
+    int nbad = -1;
+    cr_assert_eq(fr_table_parse(&t, buf, "memstream", FR_SRC_FILE, NULL, NULL, &nbad), FR_SUCCESS);
+    cr_assert_eq(nbad, 0);
+    cr_assert_eq(fr_table_parse(&t, fr_default_table, "default", FR_SRC_DEFAULT, NULL, NULL, &nbad), FR_SUCCESS);
+    static const struct { uint64_t bytes; int src; const char *alg; } want[] = {
+        { 8, FR_SRC_FILE, "ring" },     { 9, FR_SRC_DEFAULT, "shm" },  { 16, FR_SRC_DEFAULT, "shm" },
+        { 17, FR_SRC_FILE, "ring" },    { 64, FR_SRC_FILE, "ring" },   { 65, FR_SRC_FILE, "recursive_doubling" },
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        int k = fr_table_match(&t, 0, AR, FR_MEM_HOST, 1, 2, want[i].bytes);
+        cr_assert_geq(k, 0, "%llu bytes: no rule", (unsigned long long)want[i].bytes);
+        cr_assert_eq(t.rules[k].src, want[i].src, "%llu bytes: a rule of source %d, expected %d",
+                     (unsigned long long)want[i].bytes, t.rules[k].src, want[i].src);
+        cr_assert_str_eq(fr_algs[t.rules[k].alg]->name, want[i].alg, "%llu bytes", (unsigned long long)want[i].bytes);
+    }
+    fr_table_free(&t);
+    free(buf);
+    tc_grid_free(&g);
+}
+
+/* ---- tc_unprune ----------------------------------------------------------- */
+
+/* Sizes 4 (coarse), 8 (between), 16 (coarse): ring 1 us, recursive_doubling
+ * and rabenseifner 10 us at the coarse sizes, so both are pruned at 8;
+ * binomial (bcast) pruned at 8 too. */
+static void unprune_grid(tc_grid_t *g)
+{
+    static const uint64_t sz[3] = { 4, 8, 16 };
+    grid(g, 4, 3, sz);
+    cand(g, 0, AR, "ring", 1, NULL);
+    cand(g, 1, AR, "recursive_doubling", 1, NULL);
+    cand(g, 2, AR, "rabenseifner", 1, NULL);
+    cand(g, 3, BC, "binomial", 1, NULL);
+    for (int s = 0; s < 3; s += 2) {
+        ok(g, 0, s, 1.0);
+        ok(g, 1, s, 10.0);
+        ok(g, 2, s, 10.0);
+        ok(g, 3, s, 5.0);
+    }
+    for (int c = 1; c < 3; c++) cr_assert(!tc_keep(g, c, 1, &POL), "candidate %d is not pruned at 8", c);
+    for (int c = 1; c < 4; c++) meas(g, c, 1, TC_PRUNED, 0);
+}
+
+Test(tune_choose, unprune_where_the_one_kept_failed)
+{
+    tc_grid_t g;
+    int out[4];
+    unprune_grid(&g);
+    meas(&g, 0, 1, TC_FAILED, 0);
+    cr_assert_eq(tc_unprune(&g, AR, 1, out, 4), 2);
+    cr_assert(out[0] == 1 && out[1] == 2, "got %d %d", out[0], out[1]);
+    cr_assert_eq(tc_unprune(&g, AR, 1, out, 1), 1, "the cap");
+    /* the bcast candidate is its own collective's: none of that is TC_OK at 8 either */
+    cr_assert_eq(tc_unprune(&g, BC, 1, out, 4), 1);
+    cr_assert_eq(out[0], 3);
+    /* measured then, the size has a winner of its own, which is no range of ring */
+    ok(&g, 1, 1, 10.0);
+    ok(&g, 2, 1, 12.0);
+    tc_range_t r[3];
+    cr_assert_eq(tc_ranges(&g, AR, &POL, r, 3), 3);
+    check_range(&r[1], 1, 5, 8, 1, 1);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, unprune_not_one_that_failed_anywhere)
+{
+    tc_grid_t g;
+    int out[4];
+    unprune_grid(&g);
+    /* ring, left out at 8 for failing at 16, is not measured there; rabenseifner failed at 4 */
+    meas(&g, 0, 1, TC_PRUNED, 0);
+    meas(&g, 0, 2, TC_FAILED, 0);
+    meas(&g, 2, 0, TC_FAILED, 0);
+    cr_assert_eq(tc_unprune(&g, AR, 1, out, 4), 1);
+    cr_assert_eq(out[0], 1);
+    tc_grid_free(&g);
+}
+
+Test(tune_choose, unprune_none_where_one_is_ok)
+{
+    tc_grid_t g;
+    int out[4];
+    unprune_grid(&g);
+    ok(&g, 0, 1, 1.0);
+    cr_assert_eq(tc_unprune(&g, AR, 1, out, 4), 0);
+    cr_assert_eq(tc_unprune(&g, AR, 0, out, 4), 0, "nothing pruned at 4");
+    tc_grid_free(&g);
+}
+
+/* ---- tc_stale_add ---------------------------------------------------------- */
+
+/* --check counts a range once however many of its sampled sizes are stale
+ * or fail their check. @p rules and @p stale: the sampled sizes in order. */
+static int stale_ranges(const int *rules, const int *stale, int n)
+{
+    tc_stale_t t = { 0 };
+    for (int i = 0; i < n; i++) tc_stale_add(&t, rules[i], stale[i]);
+    return t.ranges;
+}
+
+Test(tune_choose, stale_range_counts_once)
+{
+    const int r3[] = { 7, 7, 7 }, yes3[] = { 1, 1, 1 };
+    cr_assert_eq(stale_ranges(r3, yes3, 3), 1, "three failing sizes of one rule are one stale range");
+    const int no_then_yes[] = { 0, 1, 1 };
+    cr_assert_eq(stale_ranges(r3, no_then_yes, 3), 1);
+    const int none[] = { 0, 0, 0 };
+    cr_assert_eq(stale_ranges(r3, none, 3), 0);
+    /* each rule its own; no rule (-1, the MPI library's own) is a range too; a rule met again
+     * after another is a range again */
+    const int rules[] = { 2, 2, 5, 5, -1, -1, 2, 9 }, stale[] = { 1, 1, 0, 1, 1, 1, 1, 0 };
+    cr_assert_eq(stale_ranges(rules, stale, 8), 4);
+    /* the first size may be served by no rule */
+    const int first_none[] = { -1, 3 }, both[] = { 1, 1 };
+    cr_assert_eq(stale_ranges(first_none, both, 2), 2);
 }
 
 /* ---- 7. tc_disputed ------------------------------------------------------ */
