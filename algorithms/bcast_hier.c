@@ -34,7 +34,7 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
     const int src_local = comm->rank_local[leader(comm, comm->node, call->root)];
     size_t chunk = call->chunk ? call->chunk : HIER_BCAST_CHUNK;
     /* the same cap on every node, whatever its size */
-    if (chunk > fr_shm_bcast_cap()) chunk = fr_shm_bcast_cap();
+    if (chunk > fr_shm_bcast_cap(comm)) chunk = fr_shm_bcast_cap(comm);
     fr_copy_fn copy_out = fr_shm_copy_for(comm, call);
     char *data = call->recvbuf;
     unsigned step = 0;

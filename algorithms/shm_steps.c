@@ -181,6 +181,10 @@ fr_status_t fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_
                                fr_copy_fn copy_out)
 {
     fr_shm_t *s = comm->shm;
+    /* (callers cut chunks to fit: one that does not would overrun its slot) */
+    if (n > FR_SHM_BSMALL && n > fr_shm_bcast_max(s))
+        return FR_ERROR(FR_ERR_INTERNAL, "shm bcast: a chunk of %zu bytes is longer than the %zu-byte slot", n,
+                        fr_shm_bcast_max(s));
     uint64_t R = ++s->round[FR_SHM_F_BREADY], free_at;
     char *slot, *at;
     if (n <= FR_SHM_BTINY) {

@@ -56,6 +56,8 @@ struct fr_comm {
     int          topo_held;    /* holds the process's shared machine topology (topology/bind.c) */
     struct fr_ucx *ucx;        /* UCX worker and endpoints */
     struct fr_shm *shm;        /* the node's shared-memory segment (NULL if none) */
+    uint64_t     shm_size;     /* FASTREDUCE_SHM_SIZE as the communicator's rank 0 read it: the same on
+                                  every rank (lib/shm.c, fr_shm_create) */
     fr_table_t   table;        /* the resolved selection table (same on every rank) */
     /* The rules of table that can match this communicator (its nodes and
      * ranks per node), in order: those of collective k and memory type m

@@ -191,15 +191,41 @@ static size_t layout(fr_shm_t *s, size_t per_rank)
     return off;
 }
 
-/* Create (local rank 0) and map (every local rank) the segment, by memfd
- * or by name. Returns 0, an errno value (the same on every rank), or -1 if
- * MPI failed. */
-static int map_segment(struct fr_comm *comm, fr_shm_t *s, int use_memfd)
+/* What the creator of the segment tells the node's other ranks. */
+typedef struct {
+    int err;
+    long pid;
+    int fd;
+    char name[80];
+    unsigned long long size, dev, ino;   /* the file it made: bytes, fstat's st_dev and st_ino */
+} seg_msg_t;
+
+/* Whether @p fd, which a rank opened by the way @p m names, is the file the
+ * creator made: 0, or the errno that fails this way in (ESTALE for another
+ * file: /proc/PID/fd/N names one of a process of this rank's own PID
+ * namespace where the creator's is another). *bytes: the file's size. */
+static int same_file(int fd, const seg_msg_t *m, unsigned long long *bytes)
 {
-    struct { int err; long pid; int fd; char name[80]; } msg;
+    struct stat st;
+    if (fstat(fd, &st) != 0) return errno;
+    *bytes = (unsigned long long)st.st_size;
+    return (unsigned long long)st.st_dev == m->dev && (unsigned long long)st.st_ino == m->ino ? 0 : ESTALE;
+}
+
+/* map_segment's failures other than an errno value */
+enum { SEG_MPI = -1, SEG_SIZE = -2 };
+
+/* Create (local rank 0) and map (every local rank) the segment, by memfd
+ * or by name. Returns 0, an errno value (the same on every rank), SEG_MPI
+ * if MPI failed, or SEG_SIZE if a rank found the segment of another size
+ * than its own layout's (*made: the creator's size). */
+static int map_segment(struct fr_comm *comm, fr_shm_t *s, int use_memfd, size_t *made)
+{
+    seg_msg_t msg;
     memset(&msg, 0, sizeof msg);
-    int fd = -1, err = 0;
+    int fd = -1, err = 0, bad_size = 0;
     if (s->lrank == 0) {
+        struct stat st;
         if (use_memfd) {
             fd = memfd_create("fastreduce", MFD_CLOEXEC);
         } else {
@@ -212,26 +238,43 @@ static int map_segment(struct fr_comm *comm, fr_shm_t *s, int use_memfd)
             fd = shm_open(msg.name, O_CREAT | O_EXCL | O_RDWR, 0600);
         }
         if (fd < 0) err = errno;
-        else if ((err = posix_fallocate(fd, 0, (off_t)s->size)) != 0) {
+        else if ((err = posix_fallocate(fd, 0, (off_t)s->size)) == 0 && fstat(fd, &st) != 0) err = errno;
+        if (fd >= 0 && err) {
             close(fd);
             fd = -1;
             if (!use_memfd) shm_unlink(msg.name);
+        } else if (fd >= 0) {
+            msg.dev = (unsigned long long)st.st_dev;
+            msg.ino = (unsigned long long)st.st_ino;
         }
         msg.err = err;
         msg.pid = (long)getpid();
         msg.fd = fd;
+        msg.size = s->size;
     }
     if (PMPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, comm->node_comm) != MPI_SUCCESS) {
         if (fd >= 0) close(fd);
         if (s->lrank == 0 && !use_memfd && !err) shm_unlink(msg.name);
-        return -1;
+        return SEG_MPI;
     }
     if (msg.err) return msg.err;
+    *made = (size_t)msg.size;
     if (s->lrank != 0) {
         char path[64];
+        unsigned long long bytes = 0;
         if (use_memfd) snprintf(path, sizeof path, "/proc/%ld/fd/%d", msg.pid, msg.fd);
         fd = use_memfd ? open(path, O_RDWR | O_CLOEXEC) : shm_open(msg.name, O_RDWR, 0600);
         if (fd < 0) err = errno;
+        else if ((err = same_file(fd, &msg, &bytes)) != 0) {
+            FR_INFO(FR_SUB_SHM, "shm: %s is not the segment local rank 0 made (%s)", use_memfd ? path : msg.name,
+                    strerror(err));
+        } else if (msg.size != s->size || bytes != msg.size) {
+            bad_size = 1;   /* (mapped, its end would be a SIGBUS or its areas another rank's) */
+        }
+        if (err || bad_size) {
+            if (fd >= 0) close(fd);
+            fd = -1;
+        }
     }
     if (fd >= 0) {
         s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
@@ -240,14 +283,14 @@ static int map_segment(struct fr_comm *comm, fr_shm_t *s, int use_memfd)
     /* Everyone has mapped it (or failed): the creator's descriptor, which the
      * others opened through /proc, may close, and a named segment is
      * unlinked now. */
-    int any = 0;
-    int rc = PMPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, comm->node_comm);
+    int mine[2] = { err, bad_size }, any[2] = { 0, 0 };
+    int rc = PMPI_Allreduce(mine, any, 2, MPI_INT, MPI_MAX, comm->node_comm);
     if (fd >= 0) close(fd);
     if (s->lrank == 0 && !use_memfd) shm_unlink(msg.name);
-    if (rc == MPI_SUCCESS && !any) return 0;
+    if (rc == MPI_SUCCESS && !any[0] && !any[1]) return 0;
     if (s->base) munmap(s->base, s->size);
     s->base = NULL;
-    return rc != MPI_SUCCESS ? -1 : any;
+    return rc != MPI_SUCCESS ? SEG_MPI : any[1] ? SEG_SIZE : any[0];
 }
 
 /* FASTREDUCE_SHM_STREAM: -1 auto, 0, 1; auto:R sets *slow to R (else
@@ -333,20 +376,36 @@ static uint64_t per_rank_size(void)
     return per_rank < 65536 ? 65536 : per_rank;
 }
 
-size_t fr_shm_bcast_cap(void)
+/* FASTREDUCE_SHM_SIZE as the communicator's rank 0 reads it (a malformed
+ * value warns there and means the default), broadcast over comm->mpi: the
+ * segment's layout and fr_shm_bcast_cap follow it, so they are the same on
+ * every rank even where ranks were launched with different environments.
+ * A rank whose own value differs warns, once. Collective; 0 if MPI failed. */
+static uint64_t agreed_size(const struct fr_comm *comm)
 {
-    static size_t cap;  /* (threads may race here: they store the same value) */
-    size_t c = __atomic_load_n(&cap, __ATOMIC_RELAXED);
-    if (!c) {
-        c = bcast_slot(per_rank_size(), 2) - FR_SHM_HDR;
-        __atomic_store_n(&cap, c, __ATOMIC_RELAXED);
+    static int warned;
+    unsigned long long own = per_rank_size(), v = own;
+    if (PMPI_Bcast(&v, 1, MPI_UNSIGNED_LONG_LONG, 0, comm->mpi) != MPI_SUCCESS) return 0;
+    if (v != own && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) {
+        const char *txt = fr_env("FASTREDUCE_SHM_SIZE");
+        FR_WARN(FR_SUB_SHM, "shm: FASTREDUCE_SHM_SIZE is %llu bytes on this rank (%s%s) but %llu on the "
+                "communicator's rank 0; every rank uses rank 0's %llu, so that all lay out the shared segment alike",
+                own, txt ? "set to " : "", txt ? txt : "unset", v, v);
     }
-    return c;
+    return (uint64_t)v;
+}
+
+size_t fr_shm_bcast_cap(const struct fr_comm *comm)
+{
+    return bcast_slot(comm->shm_size, 2) - FR_SHM_HDR;
 }
 
 fr_status_t fr_shm_create(struct fr_comm *comm)
 {
     comm->shm = NULL;
+    /* (before any return: every rank of comm->mpi takes part) */
+    uint64_t per_rank = comm->shm_size = agreed_size(comm);
+    if (!per_rank) return FR_ERROR(FR_ERR_MPI, "shm: an MPI call failed before sharing the node's segment");
     double slow_ratio;
     int stream_mode = stream_setting(comm, &slow_ratio);
     if (comm->local_size < 2) return FR_SUCCESS;
@@ -370,7 +429,6 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     /* the private copy rate that fr_shm_put compares with */
     memset(s->tmp, 1, FR_SHM_SCRATCH);
     s->copy_ns_per_byte = copy_rate(s->tmp);
-    uint64_t per_rank = per_rank_size();
     /* (a size no node has: kept from overflowing the layout's sums) */
     s->size = per_rank > ((uint64_t)1 << 50) / (uint64_t)s->lsize ? SIZE_MAX : layout(s, per_rank);
     fr_status_t fits = check_fits(comm, s, per_rank, s->size);
@@ -382,17 +440,25 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
 
     /* First an anonymous memfd, which peers open through /proc/PID/fd/N:
      * it never has a name, so nothing can be left behind whatever happens.
-     * Where that is refused (another PID namespace, no memfd), a POSIX
-     * segment that is unlinked as soon as every rank has mapped it. */
-    int err = map_segment(comm, s, 1);
-    if (err) {
+     * Where that is refused or finds another file (another PID namespace:
+     * same_file), or there is no memfd, a POSIX segment that is unlinked as
+     * soon as every rank has mapped it. */
+    size_t made = 0;
+    int err = map_segment(comm, s, 1, &made);
+    if (err && err != SEG_SIZE) {
         FR_INFO(FR_SUB_SHM, "shm: memfd sharing failed (%s); using a /dev/shm segment", strerror(err));
-        err = map_segment(comm, s, 0);
+        err = map_segment(comm, s, 0, &made);
     }
     if (err) {
         size_t size = s->size;
         free(s->tmp);
         free(s);
+        if (err == SEG_SIZE && made != size)
+            return FR_ERROR(FR_ERR_INTERNAL, "shm: local rank 0 made the node's segment of %zu bytes, where this "
+                            "rank's layout needs %zu (do the node's ranks run the same libfastreduce?)", made, size);
+        if (err == SEG_SIZE)
+            return FR_ERROR(FR_ERR_INTERNAL, "shm: another rank of this node found the node's segment of %zu bytes "
+                            "not the size its layout needs", size);
         if (err < 0) return FR_ERROR(FR_ERR_MPI, "shm: an MPI call failed while sharing the node's segment");
         return FR_ERROR(FR_ERR_SYSTEM, "shm: cannot share a %zu-byte segment among the node's ranks: %s",
                         size, strerror(err));

@@ -130,8 +130,9 @@ static inline int fr_shm_streaming(const fr_shm_t *s)
     return s->stream_mode == 1 || (s->stream_mode < 0 && s->streaming);
 }
 
-/* Collective over comm->node_comm. Leaves comm->shm NULL (and succeeds)
- * when the node has one rank. */
+/* Collective over comm->mpi (every rank: FASTREDUCE_SHM_SIZE is rank 0's,
+ * into comm->shm_size) and comm->node_comm. Leaves comm->shm NULL (and
+ * succeeds) when the node has one rank. */
 fr_status_t fr_shm_create(struct fr_comm *comm);
 void fr_shm_destroy(struct fr_comm *comm);
 
@@ -164,9 +165,10 @@ static inline void fr_shm_slot_post(char *slot, uint64_t value)
 /* Bytes one bcast slot carries. */
 static inline size_t fr_shm_bcast_max(const fr_shm_t *s) { return s->bc_slot - FR_SHM_HDR; }
 /* The least of fr_shm_bcast_max over any node (with 2 ranks; larger nodes
- * have larger slots), from the settings alone: the same on every node, so
- * nodes of different sizes cut a message into the same chunks. */
-size_t fr_shm_bcast_cap(void);
+ * have larger slots), from comm->shm_size alone, which fr_shm_create took
+ * from the communicator's rank 0: the same on every node, so nodes of
+ * different sizes (or environments) cut a message into the same chunks. */
+size_t fr_shm_bcast_cap(const struct fr_comm *comm);
 
 /* The least value of flag @p which over the local ranks, as read now. */
 static inline uint64_t fr_shm_flag_min(fr_shm_t *s, int which)

@@ -59,37 +59,53 @@ summary_re='^(test_[a-z]+|soak) np=[0-9]+: [0-9]+ passed, [0-9]+ failed$'
 nskip=0
 
 # launcher VAR...: LAUNCH=(the launcher and, for Open MPI, its flags, with
-# -x for each variable named)
+# -x for each variable named; FR_BTL=LIST for other btls than self,vader)
 launcher() {
     LAUNCH=("$MPIEXEC")
     [ "$FLAVOR" = openmpi ] || return 0
-    LAUNCH+=(--oversubscribe --mca btl "self,vader" --bind-to none)
+    LAUNCH+=(--oversubscribe --mca btl "${FR_BTL:-self,vader}" --bind-to none)
     local v
     for v in "$@"; do LAUNCH+=(-x "$v"); done
 }
 
 # run_one NP "VAR=value ..." PROGRAM ARGS...
+# With MPMD="N:VAR=value N:VAR=value ..." set, one launch of application
+# contexts of N ranks each (NP in all), each with its own setting (-x for
+# Open MPI, -env for MPICH's mpiexec), rather than NP ranks alike.
 run_one() {
     local np=$1 envs=$2 prog=$3
     shift 3
     local args="$*"
     nlaunch=$((nlaunch + 1))
     local tag
-    tag=$(printf '%02d-%s-np%d%s%s' "$nlaunch" "$prog" "$np" "${envs:+-${envs//[^A-Za-z0-9]/_}}" \
-          "${args:+-${args//[^A-Za-z0-9]/_}}")
+    tag=$(printf '%02d-%s-np%d%s%s%s' "$nlaunch" "$prog" "$np" "${MPMD:+-mpmd-${MPMD//[^A-Za-z0-9]/_}}" \
+          "${envs:+-${envs//[^A-Za-z0-9]/_}}" "${args:+-${args//[^A-Za-z0-9]/_}}")
     local log="$LOGDIR/$tag.log"
     last_log=$log
     local e names=()
     for e in $envs; do names+=("${e%%=*}"); done
     launcher "${names[@]}"
     # shellcheck disable=SC2206
-    local launcher=("${LAUNCH[@]}" $EXTRA -n "$np")
+    local launcher=("${LAUNCH[@]}" $EXTRA) ctx set
+    # shellcheck disable=SC2206
+    local apps=(-n "$np" ${RUN_WRAP:-} "$BIN/$prog" $args)
+    if [ -n "${MPMD:-}" ]; then
+        apps=()
+        for ctx in $MPMD; do
+            set=${ctx#*:}
+            [ ${#apps[@]} = 0 ] || apps+=(:)
+            if [ "$FLAVOR" = openmpi ]; then apps+=(-n "${ctx%%:*}" -x "$set")
+            else apps+=(-n "${ctx%%:*}" -env "${set%%=*}" "${set#*=}"); fi
+            # shellcheck disable=SC2206
+            apps+=(${RUN_WRAP:-} "$BIN/$prog" $args)
+        done
+    fi
     local t0=$SECONDS rc
     # shellcheck disable=SC2086
-    env $envs timeout -k 15 "$TIMEOUT" "${launcher[@]}" ${RUN_WRAP:-} "$BIN/$prog" $args </dev/null >"$log" 2>&1
+    env $envs timeout -k 15 "$TIMEOUT" "${launcher[@]}" "${apps[@]}" </dev/null >"$log" 2>&1
     rc=$?
     local dt=$((SECONDS - t0))
-    local line what="np=$np ${envs:+$envs }$prog${args:+ $args}"
+    local line what="np=$np ${MPMD:+MPMD $MPMD }${envs:+$envs }$prog${args:+ $args}"
     # exit status 77: the program cannot run here (test_threads without MPI_THREAD_MULTIPLE)
     if [ "$rc" = 77 ]; then
         nskip=$((nskip + 1))
@@ -145,6 +161,12 @@ is_full() {
     return 1
 }
 
+# ranks_in [LO] < LOG_LINES: how many ranks (of LO or above) the log lines
+# come from (their prefix is host:pid:rank)
+ranks_in() {
+    cut -d' ' -f1 | awk -F: -v lo="${1:-0}" '$NF >= lo { print $NF }' | sort -u | wc -l
+}
+
 pass_fail() {  # pass_fail OK "what"
     if [ "$1" = 1 ]; then echo "PASS: $2"; total_pass=$((total_pass + 1))
     else echo "FAIL: $2"; total_fail=$((total_fail + 1)); launch_fail=$((launch_fail + 1)); fi
@@ -196,10 +218,51 @@ for fx in cpu-only:22369621 one-core:8388608; do
     nseg=$(grep -c "fastreduce INFO shm segment " "$last_log")
     nst=$(grep -E "fastreduce INFO shm segment .* results of $fxmin bytes or more are streamed " "$last_log" |
           tee "$last_log.st" | wc -l)
-    nrk=$(cut -d' ' -f1 "$last_log.st" | awk -F: '{ print $NF }' | sort -u | wc -l)
+    nrk=$(ranks_in <"$last_log.st")
     pass_fail "$([ "$nseg" -gt 0 ] && [ "$nst" = "$nseg" ] && [ "$nrk" = 3 ] && echo 1 || echo 0)" \
         "np=3 $fxname.xml: $nst of $nseg segment lines, from $nrk of 3 ranks, stream results from $fxmin bytes (log: $last_log)"
 done
+# FASTREDUCE_SHM_SIZE set differently on some ranks (an MPMD launch, or
+# mpirun -x for some): every rank lays out the node's segment by the
+# communicator's rank 0's value, and each rank whose own differs warns,
+# once however many communicators it makes. Before, they laid it out
+# differently: wrong results, hangs, SIGBUS past the segment's end. Here
+# inside a node (shm's chunked allreduce to 1.1 MB, bcast to 9 MB through
+# the large ring); below across faked nodes (hier bcast's chunk cap).
+# mpmd_shm_size N0 SIZE0 N1 SIZE1 "VAR=value ..." TEST_COLL_ARGS...
+mpmd_shm_size() {
+    local n0=$1 s0=$2 n1=$3 s1=$4 envs=$5 nw nr
+    shift 5
+    MPMD="$n0:FASTREDUCE_SHM_SIZE=$s0 $n1:FASTREDUCE_SHM_SIZE=$s1" run_one $((n0 + n1)) "$envs" test_coll "$@"
+    nw=$(grep -E "fastreduce WARN shm: FASTREDUCE_SHM_SIZE is [0-9]+ bytes on this rank \(set to $s1\) but [0-9]+ on the communicator's rank 0" \
+         "$last_log" | tee "$last_log.warn" | wc -l)
+    nr=$(ranks_in "$n0" <"$last_log.warn")
+    pass_fail "$([ "$nw" = "$n1" ] && [ "$nr" = "$n1" ] && echo 1 || echo 0)" \
+        "MPMD FASTREDUCE_SHM_SIZE=$s0 on $n0 rank(s), $s1 on $n1: $nw warning(s), from $nr of ranks $n0-$((n0 + n1 - 1)), want one from each (log: $last_log)"
+}
+mpmd_shm_size 1 4M 2 16M "" --quick --algo shm
+# Ranks in PID namespaces of their own (containers that share IPC but not
+# PIDs; mpi/pidns_wrap.sh): the creator's /proc/<pid>/fd/<n> names a file
+# of the opener's own namespace, here a decoy. Every other rank must see it
+# is not the segment (st_dev and st_ino) and the node take the /dev/shm way:
+# results right, the decoy untouched. (Our UCX and Open MPI on TCP: their
+# shared-memory ways go by pid too.)
+if unshare --pid --fork --mount-proc --kill-child true 2>/dev/null; then
+    decoy="$(cd "$LOGDIR" && pwd)/pidns.decoy"
+    head -c 65536 /dev/urandom >"$decoy"
+    sum0=$(cksum <"$decoy")
+    FR_BTL=self,tcp RUN_WRAP="${srcdir:-$(dirname "$0")/..}/mpi/pidns_wrap.sh" run_one 3 \
+        "FR_DECOY=$decoy FASTREDUCE_UCX_TLS=tcp,self FASTREDUCE_DEBUG=INFO FASTREDUCE_DEBUG_SUBSYS=SHM" test_coll --quick --algo shm
+    nr=$(grep -E "fastreduce INFO shm: /proc/1/fd/[0-9]+ is not the segment local rank 0 made \(Stale file handle\)$" \
+         "$last_log" | ranks_in)
+    nf=$(grep -c "fastreduce INFO shm: memfd sharing failed (Stale file handle); using a /dev/shm segment" "$last_log")
+    same=0; [ "$(cksum <"$decoy")" = "$sum0" ] && same=1
+    pass_fail "$([ "$nr" = 2 ] && [ "$nf" -ge 3 ] && [ "$same" = 1 ] && echo 1 || echo 0)" \
+        "PID namespaces: $nr of ranks 1-2 found /proc/1/fd/N not the segment, $nf fallbacks to /dev/shm logged, decoy unchanged: $same (log: $last_log)"
+else
+    nskip=$((nskip + 1))
+    echo "SKIP: ranks in PID namespaces of their own (unshare --pid --mount-proc is refused here)"
+fi
 for np in 1 2 3; do
     run_one "$np" "" test_args
 done
@@ -272,6 +335,10 @@ run_one 6 "$TCP FASTREDUCE_NODE_SIZE=2" test_coll --quick --algo hier
 run_one 5 "$TCP FASTREDUCE_NODE_SIZE=2" test_coll --quick --algo hier
 run_one 5 "$TCP FASTREDUCE_NODE_SIZE=3" test_coll --quick --algo hier
 RUN_WRAP="${srcdir:-$(dirname "$0")/..}/mpi/hostid_wrap.sh" run_one 4 "$TCP" test_coll --quick --algo hier
+# nodes whose ranks were given different FASTREDUCE_SHM_SIZE (each node's
+# alike): hier bcast's chunks are at most a 2-rank node's slot, 256K less
+# its header at 1M, so the nodes cut messages alike only by rank 0's value
+mpmd_shm_size 2 1M 2 16M "$TCP FASTREDUCE_NODE_SIZE=2" --quick --algo hier
 # bcast chunks over 256K: the ring's slots a message takes turns in change
 # with its size (algorithms/shm_steps.c, bcast_slots), in shm and in hier's
 # node stage
