@@ -244,13 +244,6 @@ static void make_cands(tuner_t *T)
     }
 }
 
-/* A variant with a chunk equals the default below both chunk sizes. */
-static int same_as_default(const tc_cand_t *k, uint64_t bytes)
-{
-    if (!k->chunk) return 0;
-    uint64_t d = fr_algs[k->alg]->chunk_def, m = k->chunk < d ? k->chunk : d;
-    return bytes <= m;
-}
 
 /* --------------------------------------------------------------- running */
 
@@ -266,6 +259,16 @@ static fr_call_t call_of(const tuner_t *T, int coll, uint64_t bytes)
 {
     return (fr_call_t){ .coll = coll, .count = bytes / sizeof(float), .bytes = bytes, .dtype = FR_FLOAT32,
                         .op = FR_SUM, .root = 0, .mem = T->mem };
+}
+
+/* A variant with a chunk equals the default where the message fits in one
+ * chunk of either size (the default's for a call of @p bytes). */
+static int same_as_default(const tuner_t *T, const tc_cand_t *k, uint64_t bytes)
+{
+    if (!k->chunk) return 0;
+    fr_call_t call = call_of(T, k->coll, bytes);
+    uint64_t d = fr_alg_chunk_default(fr_algs[k->alg], &call), m = k->chunk < d ? k->chunk : d;
+    return bytes <= m;
 }
 
 static fr_status_t one_call(tuner_t *T, int coll, size_t count)
@@ -309,17 +312,22 @@ static size_t wrong(const tuner_t *T, int coll, size_t count)
 
 static double now(void) { return MPI_Wtime(); }
 
-/* @p n calls of candidate @p k's collective on @p count elements, after a
- * barrier when @p barrier: the slowest rank's time for all of them, or < 0
- * when a call failed on some rank. */
-static double timed_calls(tuner_t *T, const tc_cand_t *k, size_t count, long n, int barrier)
+/* @p n calls of candidate @p k's collective on @p count elements, in one
+ * run, or with @p block > 0 in blocks of that many calls, each after a
+ * barrier: the slowest rank's time for all of them (barriers left out), or
+ * < 0 when a call failed on some rank. */
+static double timed_calls(tuner_t *T, const tc_cand_t *k, size_t count, long n, long block)
 {
     int err = 0, anyerr = 0;
-    double t, tmax;
-    if (barrier) MPI_Barrier(MPI_COMM_WORLD);
-    t = now();
-    for (long i = 0; i < n; i++) err |= one_call(T, k->coll, count) != FR_SUCCESS;
-    t = now() - t;
+    double t = 0, tmax;
+    for (long done = 0; done < n;) {
+        long b = block > 0 && n - done > block ? block : n - done;
+        if (block > 0) MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = now();
+        for (long i = 0; i < b; i++) err |= one_call(T, k->coll, count) != FR_SUCCESS;
+        t += now() - t0;
+        done += b;
+    }
     MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(&err, &anyerr, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     return anyerr ? -1 : tmax;
@@ -370,7 +378,7 @@ static double repetition(tuner_t *T, int c, int s, long iters)
 {
     const tc_cand_t *k = &T->g.cand[c];
     force(T, k);
-    double t = timed_calls(T, k, T->g.sizes[s] / sizeof(float), iters, 1);
+    double t = timed_calls(T, k, T->g.sizes[s] / sizeof(float), iters, tc_block_calls(T->g.sizes[s]));
     return t < 0 ? t : t / (double)iters;
 }
 
@@ -514,7 +522,7 @@ static int usable(tuner_t *T, int c, int s)
         tc_at(&T->g, c, s)->state = TC_DECLINED;
         return 0;
     }
-    return !same_as_default(k, T->g.sizes[s]);
+    return !same_as_default(T, k, T->g.sizes[s]);
 }
 
 /* The steadiness probe: the slowest rank's time of an 8-byte MPI_Allreduce
@@ -607,7 +615,7 @@ static void sweep(tuner_t *T, const int *sample)
             if (T->rank == 0)
                 for (int s2 = 0; s2 < g->nsizes; s2++)
                     for (int c2 = 0; c2 < g->ncand; c2++) {
-                        if (tc_at(g, c2, s2)->state == TC_DECLINED || same_as_default(&g->cand[c2], g->sizes[s2]) ||
+                        if (tc_at(g, c2, s2)->state == TC_DECLINED || same_as_default(T, &g->cand[c2], g->sizes[s2]) ||
                             (s2 != s && tc_at(g, c2, s2)->state != TC_NONE))
                             continue;
                         double w = 0;

@@ -508,3 +508,11 @@ void tc_stats(double *v, int n, tc_meas_t *m)
     m->q3 = quantile(v, n, 0.75);
     m->reps = n;
 }
+
+/* See tune_choose.h. */
+long tc_block_calls(uint64_t bytes)
+{
+    const double per_size = bytes < 64 * 1024 ? 1000 : bytes < (8u << 20) ? 100
+                          : 100.0 * (double)(8u << 20) / (double)bytes;
+    return (long)ceil(per_size / 31);
+}

@@ -220,5 +220,16 @@ const char *tc_state_name(int state);
 double tc_busbw(int coll, uint64_t bytes, double sec, int ranks);
 /* Median, quartiles, min and max of @p n values (sorted in place). */
 void tc_stats(double *v, int n, tc_meas_t *m);
+/* How many calls a timed block of a repetition of @p bytes holds: as many as a block
+ * of the speed check's benchmarks (fr_osu_allreduce / fr_osu_bcast
+ * --blocks 31 with their default calls per size: 1000 below 64 KiB, 100 to
+ * 8 MiB, fewer above), so that the tuner measures what they measure: short
+ * runs of calls, as a trainer makes between its computations. One long run
+ * reaches a steady state such runs never do. With 4 ranks on the 2-core VM
+ * a 512 KiB shm bcast took 62-65 us a call in runs of 1000 calls, against
+ * 29-31 in runs of 4, and the chunk sizes' order turned round (1 MiB
+ * chunks 0.96 of the default's time in long runs, 1.06-1.08 in short
+ * ones); docs/performance.md. */
+long tc_block_calls(uint64_t bytes);
 
 #endif

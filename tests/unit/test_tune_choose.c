@@ -1834,3 +1834,18 @@ Test(tune_choose, state_names)
     cr_assert_str_eq(tc_state_name(TC_PRUNED), "pruned");
     cr_assert_str_eq(tc_state_name(TC_SKIPPED), "skipped");
 }
+
+/* The tuner's timed blocks hold what a block of the speed check's
+ * benchmarks holds (their calls per size over 31 blocks). */
+Test(tune_choose, block_calls_follow_the_benchmark)
+{
+    const struct { uint64_t bytes; long want; } t[] = {
+        { 4, 33 }, { 65535, 33 },                       /* 1000 calls */
+        { 65536, 4 }, { (8u << 20) - 1, 4 },            /* 100 calls */
+        { 8u << 20, 4 }, { 16u << 20, 2 }, { 25u << 20, 2 }, { 26u << 20, 1 }, { 64u << 20, 1 },
+        { (uint64_t)1 << 40, 1 },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        cr_expect_eq(tc_block_calls(t[i].bytes), t[i].want, "%llu bytes: %ld calls a block, expected %ld",
+                     (unsigned long long)t[i].bytes, tc_block_calls(t[i].bytes), t[i].want);
+}
