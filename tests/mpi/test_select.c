@@ -606,7 +606,8 @@ static void test_device_choice(void)
 
 /* The label of the choice (what --compare prints) leaves out a chunk equal
  * to the algorithm's default for that call, which for shm bcast depends on
- * the size (256K, 512K from 1 MiB), and names any other. */
+ * the size (256K, 512K from 1 MiB), for shm allreduce too (1M up to 1 MiB,
+ * 512K above), and names any other. */
 static void test_choice_label(void)
 {
     if (np < 2) return;   /* (one rank: nothing to move, shm's check may decline) */
@@ -618,6 +619,8 @@ static void test_choice_label(void)
         { "bcast", "bcast host * * * shm", 2u << 20, "shm" },
         { "allreduce", "allreduce host * * * shm chunk=512K", 2u << 20, "shm" },
         { "allreduce", "allreduce host * * * shm chunk=1M", 2u << 20, "shm chunk=1M" },
+        { "allreduce", "allreduce host * * * shm chunk=1M", 1u << 20, "shm" },
+        { "allreduce", "allreduce host * * * shm chunk=512K", 1u << 20, "shm chunk=512K" },
     };
     env_clear();
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
