@@ -197,7 +197,9 @@ int FR_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dat
  * predefined type without padding is sent where it lies; any other (a
  * derived type, or a pair type such as MPI_DOUBLE_INT) is packed with
  * MPI_Pack at the root and unpacked with MPI_Unpack elsewhere, through a
- * buffer of those bytes. Returns and errors as FR_Allreduce().
+ * buffer of those bytes. That buffer is host memory: with device buffers
+ * in a CUDA build, the ranks of one call must all name such types or all
+ * predefined types without padding. Returns and errors as FR_Allreduce().
  */
 int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
 

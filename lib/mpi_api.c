@@ -271,7 +271,9 @@ static int to_mpi_error(fr_status_t st)
 static int device_unserved(const void *p, int count)
 {
     fr_mem_t mem;
-    if (count <= 0 || fr_mem_of_fast(p, &mem) == FR_SUCCESS) return 0;
+    if (count <= 0 || !p || p == MPI_IN_PLACE) return 0;
+    fr_device_probe();   /* (a communicator's first call comes before fr_comm_create has probed) */
+    if (fr_mem_of_fast(p, &mem) == FR_SUCCESS) return 0;
     fr_error_clear();
     return 1;
 }
@@ -295,7 +297,8 @@ int fr_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
     /* (MPI_IN_PLACE as recvbuf is erroneous: MPI says so in its own way) */
     const char *why = dt < 0 ? "datatype" : fop < 0 ? "op" : count < 0 ? "count" :
                       recvbuf == MPI_IN_PLACE ? "MPI_IN_PLACE as recvbuf" : !usable(comm) ? "communicator" :
-                      device_unserved(recvbuf, count) ? "device memory (built without CUDA)" :
+                      device_unserved(recvbuf, count) || device_unserved(sendbuf, count) ?
+                      "device memory (built without CUDA)" :
                       !(fc = cached_comm(comm)) ? "fastreduce declined the communicator" : NULL;
     if (how) *how = (fr_mpi_served_t){ .served = !why, .what = why };
     if (why) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
@@ -314,12 +317,12 @@ int fr_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
  * (not the pair types such as MPI_DOUBLE_INT, whose extent is larger
  * than their size). A derived type is never taken as such, even when
  * contiguous: its type map may order the bytes otherwise. */
-static int lies_flat(MPI_Datatype t, int size)
+static int lies_flat(MPI_Datatype t, MPI_Count size)
 {
     int ni, na, nd, combiner;
     MPI_Aint lb, extent;
     return PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) == MPI_SUCCESS && combiner == MPI_COMBINER_NAMED &&
-           PMPI_Type_get_extent(t, &lb, &extent) == MPI_SUCCESS && lb == 0 && extent == (MPI_Aint)size;
+           PMPI_Type_get_extent(t, &lb, &extent) == MPI_SUCCESS && lb == 0 && (MPI_Count)extent == size;
 }
 
 /* MPI_Pack (@p unpack 0) or MPI_Unpack of @p count elements of @p t at
@@ -327,14 +330,18 @@ static int lies_flat(MPI_Datatype t, int size)
  * whose packed bytes fit an int, as MPI_Pack counts them. FR_SUCCESS when
  * MPI packed every run into exactly its elements' size, as every
  * homogeneous MPI does. */
-static fr_status_t pack_all(int unpack, void *buf, int count, MPI_Datatype t, int size, char *packed, MPI_Comm comm)
+static fr_status_t pack_all(int unpack, void *buf, int count, MPI_Datatype t, MPI_Count size, char *packed,
+                            MPI_Comm comm)
 {
     MPI_Aint lb, extent;
+    if (size > INT_MAX)
+        return FR_ERROR(FR_ERR_NOT_SUPPORTED, "MPI_Bcast: an element of %lld bytes of a datatype with gaps cannot "
+                        "be packed (MPI_Pack counts bytes in an int)", (long long)size);
     if (PMPI_Type_get_extent(t, &lb, &extent) != MPI_SUCCESS)
         return FR_ERROR(FR_ERR_MPI, "MPI_Bcast: MPI_Type_get_extent failed");
-    const int per = INT_MAX / size;
+    const int per = INT_MAX / (int)size;
     for (int i = 0; i < count; i += per) {
-        int n = count - i < per ? count - i : per, pos = 0, len = n * size, rc;
+        int n = count - i < per ? count - i : per, pos = 0, len = n * (int)size, rc;
         char *at = (char *)buf + (MPI_Aint)i * extent, *p = packed + (size_t)i * (size_t)size;
         rc = unpack ? PMPI_Unpack(p, len, &pos, at, n, t, comm) : PMPI_Pack(at, n, t, p, len, &pos, comm);
         if (rc != MPI_SUCCESS || pos != len)
@@ -351,8 +358,13 @@ static fr_status_t pack_all(int unpack, void *buf, int count, MPI_Datatype t, in
  * ints elsewhere), so whether fastreduce serves a call must not depend on
  * the datatype. A rank whose datatype does not lie flat packs its data
  * (the root) or unpacks it (the others) through a buffer of those bytes;
- * the gaps of its datatype are left as they are. */
-static fr_status_t bcast_bytes(void *buffer, int count, MPI_Datatype t, int size, int root, fr_comm_t fc,
+ * the gaps of its datatype are left as they are. Two limits: that buffer
+ * is host memory, so with device buffers the ranks must all name datatypes
+ * that lie flat or all name others (else their calls differ in memory
+ * type); and a root that cannot pack sends zeros, which the others take
+ * for data (the root returns the error: a rank that lies flat has nowhere
+ * to hear of it). */
+static fr_status_t bcast_bytes(void *buffer, int count, MPI_Datatype t, MPI_Count size, int root, fr_comm_t fc,
                                MPI_Comm comm)
 {
     const size_t bytes = (size_t)count * (size_t)size;
@@ -373,11 +385,14 @@ static fr_status_t bcast_bytes(void *buffer, int count, MPI_Datatype t, int size
 
 int fr_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, fr_mpi_served_t *how)
 {
-    int size = 0;
+    MPI_Count size = 0;
     fr_comm_t fc = NULL;
-    /* (every reason here is the same on every rank of a correct program) */
+    /* (every reason here is the same on every rank of a correct program:
+     * the message's bytes are, whatever datatype each rank names; the
+     * size in an MPI_Count, as an element of 2 GiB or more has no int size) */
     const char *why = count < 0 ? "count" : datatype == MPI_DATATYPE_NULL ? "datatype" :
-        !usable(comm) ? "communicator" : PMPI_Type_size(datatype, &size) != MPI_SUCCESS || size < 0 ? "datatype" :
+        !usable(comm) ? "communicator" : PMPI_Type_size_x(datatype, &size) != MPI_SUCCESS || size < 0 ? "datatype" :
+        size > 0 && (unsigned long long)count > (unsigned long long)(PTRDIFF_MAX / size) ? "count" :
         device_unserved(buffer, count) ? "device memory (built without CUDA)" :
         !(fc = cached_comm(comm)) ? "fastreduce declined the communicator" : NULL;
     if (how) *how = (fr_mpi_served_t){ .served = !why, .what = why };
@@ -385,7 +400,7 @@ int fr_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_C
     fr_status_t st = bcast_bytes(buffer, count, datatype, size, root, fc, comm);
     if (how) {
         how->what = fr_last_algorithm();
-        how->bytes = (double)count * size;
+        how->bytes = (double)count * (double)size;
         how->nranks = fc->size;
     }
     return served_status(st, comm);

@@ -4,7 +4,7 @@
  * memory: a build without CUDA refuses the pointer with
  * FR_ERR_NOT_SUPPORTED; a build with CUDA finds no usable GPU and fails the
  * call with the same status on every rank; a device and a host buffer
- * together are refused; host buffers keep working. Last, with the range
+ * together are refused; host buffers keep working. First, with the range
  * mapped, FR_Allreduce and FR_Bcast on it go to MPI in a build without
  * CUDA. */
 #define _GNU_SOURCE   /* MAP_FIXED_NOREPLACE */
@@ -15,6 +15,49 @@
 #include "config.h"
 
 #define FAKE_DEV ((void *)(uintptr_t)0x7e0000001000ull)
+
+/* FR_Allreduce / FR_Bcast of device memory, before any communicator is
+ * made in the process (so before fr_comm_create has looked for the
+ * driver): a build without CUDA hands them to MPI, which may be
+ * CUDA-aware; here the stand-in range is mapped as host memory for the MPI
+ * library to read. A build with CUDA serves them and fails on every rank
+ * alike (no GPU). */
+static void mpi_signature_calls(int built)
+{
+    const int np = tu.size;
+    MPI_Comm d;
+    MPI_Comm_dup(MPI_COMM_WORLD, &d);
+    MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
+    float *dev = mmap(FAKE_DEV, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    tu_begin("map the stand-in device range");
+    if (TU_CHECK(dev == FAKE_DEV, "mmap: %s", dev == MAP_FAILED ? strerror(errno) : "another address")) {
+        float host[16];
+        for (int i = 0; i < 16; i++) dev[i] = (float)(tu.rank * 16 + i);
+        tu_begin("first FR_Allreduce of device memory %s", built ? "fails alike everywhere" : "goes to MPI");
+        int rc = FR_Allreduce(MPI_IN_PLACE, dev, 16, MPI_FLOAT, MPI_SUM, d), ok;
+        ok = built ? rc != MPI_SUCCESS : rc == MPI_SUCCESS;
+        for (int i = 0; ok && !built && i < 16; i++) ok = dev[i] == (float)(16 * np * (np - 1) / 2 + np * i);
+        TU_CHECK(ok, "rc %d, dev[1] %g", rc, (double)dev[1]);
+        TU_CHECK(tu_same_everywhere((uint64_t)rc), "ranks returned different codes (%d here)", rc);
+        for (int i = 0; i < 16; i++) dev[i] = (float)(tu.rank + i);
+        tu_begin("FR_Allreduce from device memory into host memory %s",
+                 built ? "fails alike everywhere" : "goes to MPI");
+        rc = FR_Allreduce(dev, host, 16, MPI_FLOAT, MPI_SUM, d);
+        ok = built ? rc != MPI_SUCCESS : rc == MPI_SUCCESS;
+        for (int i = 0; ok && !built && i < 16; i++) ok = host[i] == (float)(np * (np - 1) / 2 + np * i);
+        TU_CHECK(ok, "rc %d, host[1] %g", rc, (double)host[1]);
+        TU_CHECK(tu_same_everywhere((uint64_t)rc), "ranks returned different codes (%d here)", rc);
+        for (int i = 0; i < 16; i++) dev[i] = tu.rank == np - 1 ? (float)(100 + i) : -1.0f;
+        tu_begin("FR_Bcast of device memory %s", built ? "fails alike everywhere" : "goes to MPI");
+        rc = FR_Bcast(dev, 16, MPI_FLOAT, np - 1, d);
+        ok = built ? rc != MPI_SUCCESS : rc == MPI_SUCCESS;
+        for (int i = 0; ok && !built && i < 16; i++) ok = dev[i] == (float)(100 + i);
+        TU_CHECK(ok, "rc %d, dev[1] %g", rc, (double)dev[1]);
+        TU_CHECK(tu_same_everywhere((uint64_t)rc), "ranks returned different codes (%d here)", rc);
+        munmap(dev, 8192);   /* (nothing below may read it) */
+    }
+    MPI_Comm_free(&d);
+}
 
 int main(int argc, char **argv)
 {
@@ -29,6 +72,12 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return rc ? rc : 1;
     }
+#ifdef FR_HAVE_CUDA
+    const int built = 1;
+#else
+    const int built = 0;
+#endif
+    mpi_signature_calls(built);
     fr_comm_t comm;
     fr_status_t st = fr_comm_create(MPI_COMM_WORLD, NULL, &comm);
     tu_begin("fr_comm_create");
@@ -37,11 +86,6 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return rc ? rc : 1;
     }
-#ifdef FR_HAVE_CUDA
-    const int built = 1;
-#else
-    const int built = 0;
-#endif
     for (int k = 0; k < 3; k++) {
         tu_begin("%s of a device pointer (%s)", k == 2 ? "bcast" : "allreduce", k == 1 ? "in place" : "out of place");
         st = k == 0 ? fr_allreduce(FAKE_DEV, (char *)FAKE_DEV + 4096, 16, FR_FLOAT32, FR_SUM, comm) :
@@ -64,33 +108,6 @@ int main(int argc, char **argv)
     int ok = st == FR_SUCCESS;
     for (int i = 0; ok && i < 16; i++) ok = host[i] == (float)(np * (np - 1) / 2 + np * i);
     TU_CHECK(ok, "host allreduce: %s", tu_status(st));
-    /* FR_Allreduce / FR_Bcast of device memory: a build without CUDA hands
-     * them to MPI, which may be CUDA-aware; here the stand-in range is
-     * mapped as host memory for the MPI library to read. A build with CUDA
-     * serves them and fails on every rank alike (no GPU). */
-    MPI_Comm d;
-    MPI_Comm_dup(MPI_COMM_WORLD, &d);
-    MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
-    float *dev = mmap(FAKE_DEV, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-    tu_begin("map the stand-in device range");
-    if (TU_CHECK(dev == FAKE_DEV, "mmap: %s", dev == MAP_FAILED ? strerror(errno) : "another address")) {
-        for (int i = 0; i < 16; i++) dev[i] = (float)(tu.rank * 16 + i);
-        tu_begin("FR_Allreduce of device memory %s", built ? "fails alike everywhere" : "goes to MPI");
-        int rc = FR_Allreduce(MPI_IN_PLACE, dev, 16, MPI_FLOAT, MPI_SUM, d);
-        ok = built ? rc != MPI_SUCCESS : rc == MPI_SUCCESS;
-        for (int i = 0; ok && !built && i < 16; i++) ok = dev[i] == (float)(16 * np * (np - 1) / 2 + np * i);
-        TU_CHECK(ok, "rc %d, dev[1] %g", rc, (double)dev[1]);
-        TU_CHECK(tu_same_everywhere((uint64_t)rc), "ranks returned different codes (%d here)", rc);
-        for (int i = 0; i < 16; i++) dev[i] = tu.rank == np - 1 ? (float)(100 + i) : -1.0f;
-        tu_begin("FR_Bcast of device memory %s", built ? "fails alike everywhere" : "goes to MPI");
-        rc = FR_Bcast(dev, 16, MPI_FLOAT, np - 1, d);
-        ok = built ? rc != MPI_SUCCESS : rc == MPI_SUCCESS;
-        for (int i = 0; ok && !built && i < 16; i++) ok = dev[i] == (float)(100 + i);
-        TU_CHECK(ok, "rc %d, dev[1] %g", rc, (double)dev[1]);
-        TU_CHECK(tu_same_everywhere((uint64_t)rc), "ranks returned different codes (%d here)", rc);
-        munmap(dev, 8192);
-    }
-    MPI_Comm_free(&d);
     tu_begin("fr_comm_destroy");
     st = fr_comm_destroy(comm);
     TU_CHECK(st == FR_SUCCESS, "%s", tu_status(st));
