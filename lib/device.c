@@ -75,6 +75,16 @@ fr_status_t fr_mem_of(const void *p, fr_mem_t *mem)
     return FR_SUCCESS;
 }
 
+int fr_mem_unserved(const void *p)
+{
+#ifdef FR_HAVE_CUDA
+    (void)p;
+    return 0;
+#else
+    return on_device(p);   /* (which opens the driver, if no communicator has yet) */
+#endif
+}
+
 int fr_device_of(const void *p)
 {
     int dev = -1;

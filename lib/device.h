@@ -13,6 +13,11 @@
  * process has loaded it) is refused with FR_ERR_NOT_SUPPORTED. */
 fr_status_t fr_mem_of(const void *p, fr_mem_t *mem);
 
+/* 1 when @p p is device memory that this build cannot serve: always 0 in
+ * a build with CUDA (and then no driver call); without it, the driver is
+ * opened first if no communicator has yet, and asked about @p p. */
+int fr_mem_unserved(const void *p);
+
 /* Open the CUDA driver library, if the node has one, to tell device
  * memory (once per process; fr_comm_create calls it). */
 void fr_device_probe(void);

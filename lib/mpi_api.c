@@ -270,12 +270,7 @@ static int to_mpi_error(fr_status_t st)
  * CUDA-aware. */
 static int device_unserved(const void *p, int count)
 {
-    fr_mem_t mem;
-    if (count <= 0 || !p || p == MPI_IN_PLACE) return 0;
-    fr_device_probe();   /* (a communicator's first call comes before fr_comm_create has probed) */
-    if (fr_mem_of_fast(p, &mem) == FR_SUCCESS) return 0;
-    fr_error_clear();
-    return 1;
+    return count > 0 && p != MPI_IN_PLACE && fr_mem_unserved(p);
 }
 
 /* A failure of a served call goes to the communicator's error handler, as
