@@ -85,7 +85,9 @@ TU_FN void tu_init(const char *prog)
 
 /* ---- accounting ---------------------------------------------------------- */
 
-/* Start test number tu.ntests, described by the printf-style arguments. */
+/* Start test number tu.ntests, described by the printf-style arguments.
+ * TU_TRACE set in the environment prints each description to stderr as
+ * the test starts (to find the one a launch hangs or aborts in). */
 TU_FN void tu_begin(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 TU_FN void tu_begin(const char *fmt, ...)
 {
