@@ -41,8 +41,8 @@ const fr_setting_t fr_settings[] = {
     {"FASTREDUCE_SHM_SIZE", "8M", FR_SET_SIZE, "bytes of shared-memory data area per rank of a node"},
     {"FASTREDUCE_SHM_STREAM", "auto", FR_SET_STRING,
      "how a rank writes data for the node's other ranks: auto (plain stores, streaming ones while plain "
-     "ones are measured slow: ranks on different dies or sockets), auto:R (slow: R times a private copy; "
-     "auto is auto:12), 0 (plain), 1 (streaming)"},
+     "ones are measured slow: ranks on different dies or sockets), auto:R (slow: R times a streaming copy; "
+     "auto is auto:2), 0 (plain), 1 (streaming)"},
     {"FASTREDUCE_DISABLE", "0", FR_SET_INT,
      "1: libfastreduce-mpi.so passes every MPI_Allreduce and MPI_Bcast to the MPI library unchanged"},
     {"FASTREDUCE_STATS", "0", FR_SET_INT,

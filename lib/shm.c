@@ -31,8 +31,16 @@ void fr_backoff(uint64_t *polls, uint64_t spin)
     else cpu_relax();
 }
 
-#define FR_SHM_SLOW  12.0    /* FASTREDUCE_SHM_STREAM=auto; auto:R sets another */
+/* FASTREDUCE_SHM_STREAM=auto: a plain put is slow past twice the time of a
+ * streaming put of its size class (auto:R sets another factor). Measured on
+ * the project's VM (two threads on its two vCPUs, one writing a buffer that
+ * the other then copies out, 2026-12-05): with the cores on one die (a
+ * cache line's round trip 100-160 ns) a plain put of 64 KiB, 1 and 4 MiB
+ * took 1.0-1.15, 0.6 and 0.63 times a streaming one; with them on
+ * different dies (470-530 ns) 4-5, 3.4-4.8 and 3-4 times. */
+#define FR_SHM_SLOW  2.0
 #define FR_SHM_PROBE 64u
+#define FR_SCRATCH_HALF (FR_SHM_SCRATCH / 2)
 
 static uint64_t now_ns(void)
 {
@@ -41,39 +49,61 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* A put's size class: [4K,16K) 0, [16K,64K) 1, [64K,256K) 2, from 256K 3
+ * (a small put's time per byte is larger, so each class has its own
+ * reference). */
+static unsigned put_class(size_t n)
+{
+    unsigned c = 0;
+    for (size_t m = n / ((size_t)FR_SHM_PUT_MIN * 4); m && c + 1 < FR_SHM_NCLASS; m /= 4) c++;
+    return c;
+}
+
 void fr_shm_put(fr_shm_t *s, void *dst, const void *src, size_t n)
 {
     if (n < FR_SHM_PUT_MIN || s->stream_mode == 0) {
         fr_copy(dst, src, n);
         return;
     }
-    if (s->stream_mode == 1 || (s->streaming && --s->probe > 0)) {
+    if (s->stream_mode == 1) {
         fr_copy_stream(dst, src, n);
         return;
     }
+    /* every FR_SHM_PROBE-th put is made the other way, to time it */
+    const int probe = --s->probe == 0, stream = s->streaming != probe;
+    if (probe) s->probe = FR_SHM_PROBE;
+    const unsigned c = put_class(n);
     uint64_t t0 = now_ns();
-    fr_copy(dst, src, n);
+    if (stream) fr_copy_stream(dst, src, n);
+    else fr_copy(dst, src, n);
     double dt = (double)(now_ns() - t0);
+    if (stream) {
+        /* the reference: the faster of the class's last two (one may have
+         * been preempted) */
+        double r = dt / (double)n;
+        s->stream_ref[c] = r < s->stream_last[c] ? r : s->stream_last[c];
+        s->stream_last[c] = r;
+        return;
+    }
     /* (the 200 ns absorb a first miss or two on the smallest puts) */
-    int slow = dt > s->slow_ratio * s->copy_ns_per_byte * (double)n + 200.0;
+    int slow = dt > s->slow_ratio * s->stream_ref[c] * (double)n + 200.0;
     /* two slow puts in a row before streaming: one may have been preempted */
     s->slow_puts = slow ? s->slow_puts + 1 : 0;
     int streaming = s->streaming ? slow : s->slow_puts >= 2;
     if (streaming != s->streaming)
-        FR_TRACE(FR_SUB_SHM, "shm: a plain put of %zu bytes took %.0f ns (%.3f ns/byte, a private copy %.3f): "
-                 "%s stores from now", n, dt, dt / (double)n, s->copy_ns_per_byte, streaming ? "streaming" : "plain");
+        FR_TRACE(FR_SUB_SHM, "shm: a plain put of %zu bytes took %.0f ns (%.3f ns/byte, a streaming one %.3f): "
+                 "%s stores from now", n, dt, dt / (double)n, s->stream_ref[c], streaming ? "streaming" : "plain");
     s->streaming = streaming;
-    s->probe = FR_SHM_PROBE;
 }
 
-/* The best of a few plain copies of 64 KiB between private buffers. */
-static double copy_rate(char *a)
+/* The best of a few copies by @p copy of @p n bytes between private
+ * buffers at @p a (2n bytes), in ns per byte. */
+static double copy_rate(char *a, size_t n, fr_copy_fn copy)
 {
-    const size_t n = 65536;
     double best = -1;
     for (int i = 0; i < 5; i++) {
         uint64_t t0 = now_ns();
-        fr_copy(a + n, a, n);
+        copy(a + n, a, n);
         double ns = (double)(now_ns() - t0);
         if (i > 0 && (best < 0 || ns < best)) best = ns;  /* (the first warms up) */
     }
@@ -426,9 +456,16 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     s->stream_mode = stream_mode;
     s->slow_ratio = slow_ratio;
     s->tmp = tmp;
-    /* the private copy rate that fr_shm_put compares with */
+    /* the private copy rate (for the log), and streaming ones of each put
+     * class (the last at 64 KiB too) until puts have been timed */
     memset(s->tmp, 1, FR_SHM_SCRATCH);
-    s->copy_ns_per_byte = copy_rate(s->tmp);
+    s->copy_ns_per_byte = copy_rate(s->tmp, FR_SCRATCH_HALF, fr_copy);
+    for (unsigned c = 0; c < FR_SHM_NCLASS; c++) {
+        size_t n = (size_t)FR_SHM_PUT_MIN << (2 * c);
+        s->stream_ref[c] = s->stream_last[c] = copy_rate(s->tmp, n < FR_SCRATCH_HALF ? n : FR_SCRATCH_HALF,
+                                                         fr_copy_stream);
+    }
+    s->probe = FR_SHM_PROBE;
     /* (a size no node has: kept from overflowing the layout's sums) */
     s->size = per_rank > ((uint64_t)1 << 50) / (uint64_t)s->lsize ? SIZE_MAX : layout(s, per_rank);
     fr_status_t fits = check_fits(comm, s, per_rank, s->size);

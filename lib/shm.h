@@ -64,6 +64,7 @@ enum { FR_SHM_F_SMALL = 0, FR_SHM_F_ARRIVE, FR_SHM_F_REDUCED, FR_SHM_F_BREADY, F
  * once every rank of the node has arrived at round R-1: by then each has
  * finished the allgather of round R-3, also when hier allreduce runs the
  * allgather of round R-1 only after the reduce-scatter of round R. */
+#define FR_SHM_NCLASS 4   /* size classes of timed puts (fr_shm_put) */
 #define FR_SHM_RED_NBUF 3
 
 typedef struct fr_shm {
@@ -92,9 +93,12 @@ typedef struct fr_shm {
     /* How this rank writes data that other ranks read (fr_shm_put): */
     int            stream_mode;  /* FASTREDUCE_SHM_STREAM: -1 auto, 0 never, 1 always */
     int            streaming;    /* auto: streaming stores now */
-    unsigned       probe;        /* auto: streaming puts left before the next timed plain one */
+    unsigned       probe;        /* auto: puts left before the next one made the other way */
     unsigned       slow_puts;    /* auto: timed plain puts in a row that ran slow */
-    double         slow_ratio;   /* auto: a plain put is slow past this many times a private copy */
+    double         slow_ratio;   /* auto: a plain put is slow past this many times a streaming one */
+    double         stream_ref[FR_SHM_NCLASS];  /* auto: ns/byte of a streaming put of each size class
+                                                  (the faster of the last two) */
+    double         stream_last[FR_SHM_NCLASS]; /* auto: the last one's */
     double         copy_ns_per_byte; /* a plain copy between private buffers, measured at creation */
     char          *tmp;          /* FR_SHM_SCRATCH bytes: the copy-rate measurement at creation,
                                     then (its first FR_SHM_TMP) a reduction's output before a
@@ -116,12 +120,13 @@ static inline fr_copy_fn fr_shm_copy_for(const struct fr_comm *comm, const fr_ca
 /* Copy @p n bytes of this rank's into the segment, for other ranks to read.
  * The lines written were read by them in an earlier round, so an ordinary
  * store must first take each line back from the reader's cache. Near the
- * reader (a shared L3) that is cheap; across dies or sockets it runs ten
- * times slower than a copy. In auto mode a put times its plain copy and,
- * when two in a row ran many times slower than a private copy (s->slow_ratio:
- * FR_SHM_SLOW in shm.c, or R of FASTREDUCE_SHM_STREAM=auto:R), the next ones
- * use streaming stores (no line is fetched), with a timed plain put every FR_SHM_PROBE puts to notice when the ranks are
- * near again. */
+ * reader (a shared L3) that is cheap; across dies or sockets it runs three
+ * to twenty times slower than a copy. In auto mode every put is timed, and
+ * every FR_SHM_PROBE-th is made the other way: streaming stores (no line is
+ * fetched) while plain, plain while streaming. When two plain puts in a row
+ * ran slower than s->slow_ratio (FR_SHM_SLOW in shm.c, or R of
+ * FASTREDUCE_SHM_STREAM=auto:R) times a streaming put of their size class,
+ * the next ones stream; a plain probe that is not slow ends that. */
 void fr_shm_put(fr_shm_t *s, void *dst, const void *src, size_t n);
 /* Whether puts are streaming now (a reduction's output then goes into the
  * segment with streaming stores too, from the result or from s->tmp). */
