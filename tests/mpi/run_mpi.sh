@@ -580,6 +580,30 @@ done < <(grep -E '^[0-9]+ ' "$tdir/compare.log")
 ok=0; [ "$rc" = 0 ] && [ "$rows" = 11 ] && [ "$mism" = 0 ] && [ "$bad" = 0 ] && [ "$declines" = 11 ] && ok=1
 pass_fail $ok "fr_osu_allreduce --compare table,shm,recursive_doubling,hier with t.tune: exit $rc, $rows rows (want 11), $mism not naming the table's choice, $bad malformed, $declines lines on hier declining (want 11)"
 
+# fr_corepair (two threads, no MPI): the round trip before and after, a row per size and way
+# of writing with every figure positive;
+# one CPU only: it says so and exits 1; bad arguments exit 2 with the usage line
+CP=$top_builddir/benchmarks/fr_corepair
+cpout=$(timeout -k 5 60 "$CP" -r 5 4K 64K 2>&1); rc=$?
+if [ "$(nproc)" -ge 2 ]; then
+    rows=$(echo "$cpout" | awk '($1 == 4096 || $1 == 65536) && ($2 == "plain" || $2 == "streaming") &&
+        $3 > 0 && $4 > 0 && $5 > 0 && $6 > 0 && $7 > 0' | wc -l)
+    rts=$(echo "$cpout" | grep -cE "^# (fr_corepair: CPUs [0-9]+ and [0-9]+; a|a) cache line's round trip.*: [0-9]+ ns$")
+    ok=0; [ "$rc" = 0 ] && [ "$rows" = 4 ] && [ "$rts" = 2 ] && ok=1
+    what="$rows of 4 rows, $rts of 2 round trips"
+else
+    ok=0; [ "$rc" = 1 ] && echo "$cpout" | grep -q "one CPU only" && ok=1
+    what="one CPU: refused"
+fi
+bad=0
+for a in "-c 0,0" "-c 0" "-r 0" "3x" "0" "-1K" "2G"; do
+    # shellcheck disable=SC2086
+    timeout -k 5 30 "$CP" $a >/dev/null 2>"$LOGDIR/corepair.err"
+    [ $? = 2 ] && grep -q '^usage: fr_corepair' "$LOGDIR/corepair.err" || bad=$((bad + 1))
+done
+[ "$bad" = 0 ] || ok=0
+pass_fail $ok "fr_corepair -r 5 4K 64K: exit $rc, $what; $bad of 7 bad argument lists not refused with exit 2"
+
 # --memory cuda: without a GPU on every rank (or without CUDA and NCCL built in) it
 # stops at once with exit 2 and the reason; with them it writes cuda rules.
 timeout -k 15 "$TIMEOUT" "${tlaunch[@]}" -n 2 "$TUNER" --memory cuda --budget 8 --max 64K -o "$tdir/c.tune" \
