@@ -40,7 +40,7 @@ void fr_backoff(uint64_t *polls, uint64_t spin)
  * different dies (470-530 ns) 4-5, 3.4-4.8 and 3-4 times. */
 #define FR_SHM_SLOW  2.0
 #define FR_SHM_PROBE 64u
-#define FR_SCRATCH_HALF (FR_SHM_SCRATCH / 2)
+#define FR_SHM_PROBE_FIRST 4u
 
 static uint64_t now_ns(void)
 {
@@ -69,10 +69,17 @@ void fr_shm_put(fr_shm_t *s, void *dst, const void *src, size_t n)
         fr_copy_stream(dst, src, n);
         return;
     }
-    /* every FR_SHM_PROBE-th put is made the other way, to time it */
-    const int probe = --s->probe == 0, stream = s->streaming != probe;
-    if (probe) s->probe = FR_SHM_PROBE;
+    /* every FR_SHM_PROBE-th put of a class is made the other way, to time
+     * it; a class's first put streams, which gives it its reference */
     const unsigned c = put_class(n);
+    int probe;
+    if (s->stream_ref[c] == 0) {
+        probe = !s->streaming;
+        s->probe[c] = FR_SHM_PROBE;
+    } else if ((probe = --s->probe[c] == 0)) {
+        s->probe[c] = FR_SHM_PROBE;
+    }
+    const int stream = s->streaming != probe;
     uint64_t t0 = now_ns();
     if (stream) fr_copy_stream(dst, src, n);
     else fr_copy(dst, src, n);
@@ -80,8 +87,8 @@ void fr_shm_put(fr_shm_t *s, void *dst, const void *src, size_t n)
     if (stream) {
         /* the reference: the faster of the class's last two (one may have
          * been preempted) */
-        double r = dt / (double)n;
-        s->stream_ref[c] = r < s->stream_last[c] ? r : s->stream_last[c];
+        double r = dt > 0 ? dt / (double)n : 1e-6;
+        s->stream_ref[c] = s->stream_last[c] > 0 && s->stream_last[c] < r ? s->stream_last[c] : r;
         s->stream_last[c] = r;
         return;
     }
@@ -90,20 +97,31 @@ void fr_shm_put(fr_shm_t *s, void *dst, const void *src, size_t n)
     /* two slow puts in a row before streaming: one may have been preempted */
     s->slow_puts = slow ? s->slow_puts + 1 : 0;
     int streaming = s->streaming ? slow : s->slow_puts >= 2;
+    /* Streaming, the plain probes come after 4 puts of a class, then 8,
+     * 16, 32 and 64 while they stay slow: a switch that two preempted or
+     * otherwise unlucky puts caused is undone soon. */
+    if (streaming && !s->streaming) {
+        s->gap = FR_SHM_PROBE_FIRST;
+        for (unsigned k = 0; k < FR_SHM_NCLASS; k++) s->probe[k] = s->gap;
+    } else if (streaming) {
+        s->gap = s->gap < FR_SHM_PROBE / 2 ? s->gap * 2 : FR_SHM_PROBE;
+        s->probe[c] = s->gap;
+    }
     if (streaming != s->streaming)
         FR_TRACE(FR_SUB_SHM, "shm: a plain put of %zu bytes took %.0f ns (%.3f ns/byte, a streaming one %.3f): "
                  "%s stores from now", n, dt, dt / (double)n, s->stream_ref[c], streaming ? "streaming" : "plain");
     s->streaming = streaming;
 }
 
-/* The best of a few copies by @p copy of @p n bytes between private
- * buffers at @p a (2n bytes), in ns per byte. */
-static double copy_rate(char *a, size_t n, fr_copy_fn copy)
+/* The best of a few plain copies of 64 KiB between private buffers (for
+ * the log). */
+static double copy_rate(char *a)
 {
+    const size_t n = 65536;
     double best = -1;
     for (int i = 0; i < 5; i++) {
         uint64_t t0 = now_ns();
-        copy(a + n, a, n);
+        fr_copy(a + n, a, n);
         double ns = (double)(now_ns() - t0);
         if (i > 0 && (best < 0 || ns < best)) best = ns;  /* (the first warms up) */
     }
@@ -456,16 +474,9 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     s->stream_mode = stream_mode;
     s->slow_ratio = slow_ratio;
     s->tmp = tmp;
-    /* the private copy rate (for the log), and streaming ones of each put
-     * class (the last at 64 KiB too) until puts have been timed */
+    /* the private copy rate (for the log) */
     memset(s->tmp, 1, FR_SHM_SCRATCH);
-    s->copy_ns_per_byte = copy_rate(s->tmp, FR_SCRATCH_HALF, fr_copy);
-    for (unsigned c = 0; c < FR_SHM_NCLASS; c++) {
-        size_t n = (size_t)FR_SHM_PUT_MIN << (2 * c);
-        s->stream_ref[c] = s->stream_last[c] = copy_rate(s->tmp, n < FR_SCRATCH_HALF ? n : FR_SCRATCH_HALF,
-                                                         fr_copy_stream);
-    }
-    s->probe = FR_SHM_PROBE;
+    s->copy_ns_per_byte = copy_rate(s->tmp);
     /* (a size no node has: kept from overflowing the layout's sums) */
     s->size = per_rank > ((uint64_t)1 << 50) / (uint64_t)s->lsize ? SIZE_MAX : layout(s, per_rank);
     fr_status_t fits = check_fits(comm, s, per_rank, s->size);

@@ -93,11 +93,13 @@ typedef struct fr_shm {
     /* How this rank writes data that other ranks read (fr_shm_put): */
     int            stream_mode;  /* FASTREDUCE_SHM_STREAM: -1 auto, 0 never, 1 always */
     int            streaming;    /* auto: streaming stores now */
-    unsigned       probe;        /* auto: puts left before the next one made the other way */
+    unsigned       probe[FR_SHM_NCLASS]; /* auto: puts of each size class left before the next one made
+                                            the other way */
     unsigned       slow_puts;    /* auto: timed plain puts in a row that ran slow */
+    unsigned       gap;          /* auto, streaming: puts of a class between plain probes now */
     double         slow_ratio;   /* auto: a plain put is slow past this many times a streaming one */
     double         stream_ref[FR_SHM_NCLASS];  /* auto: ns/byte of a streaming put of each size class
-                                                  (the faster of the last two) */
+                                                  (the faster of the last two; 0 before the first) */
     double         stream_last[FR_SHM_NCLASS]; /* auto: the last one's */
     double         copy_ns_per_byte; /* a plain copy between private buffers, measured at creation */
     char          *tmp;          /* FR_SHM_SCRATCH bytes: the copy-rate measurement at creation,
@@ -121,12 +123,14 @@ static inline fr_copy_fn fr_shm_copy_for(const struct fr_comm *comm, const fr_ca
  * The lines written were read by them in an earlier round, so an ordinary
  * store must first take each line back from the reader's cache. Near the
  * reader (a shared L3) that is cheap; across dies or sockets it runs three
- * to twenty times slower than a copy. In auto mode every put is timed, and
- * every FR_SHM_PROBE-th is made the other way: streaming stores (no line is
- * fetched) while plain, plain while streaming. When two plain puts in a row
+ * to twenty times slower than a copy. In auto mode every put is timed; the
+ * first of each size class and then every FR_SHM_PROBE-th of the class is
+ * made the other way: streaming stores (no line is fetched) while plain,
+ * plain while streaming. When two plain puts in a row
  * ran slower than s->slow_ratio (FR_SHM_SLOW in shm.c, or R of
  * FASTREDUCE_SHM_STREAM=auto:R) times a streaming put of their size class,
- * the next ones stream; a plain probe that is not slow ends that. */
+ * the next ones stream; a plain probe that is not slow ends that (while
+ * streaming, the probes come after 4 puts of a class, then 8, 16, 32, 64). */
 void fr_shm_put(fr_shm_t *s, void *dst, const void *src, size_t n);
 /* Whether puts are streaming now (a reduction's output then goes into the
  * segment with streaming stores too, from the result or from s->tmp). */
