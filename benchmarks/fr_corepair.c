@@ -80,7 +80,6 @@ typedef struct {
 static void *other(void *arg)
 {
     pair_t *p = arg;
-    if (pin(p->other_cpu)) return (void *)1;
     if (p->mode == 0) {
         for (uint64_t i = 1; i <= PINGS; i++) {
             wait_for(&p->ping, 2 * i - 1, 1);
@@ -99,19 +98,27 @@ static void *other(void *arg)
     return NULL;
 }
 
+/* The second thread, pinned before it starts (so that it cannot run
+ * unpinned, nor leave the first waiting for it). */
 static int run_other(pair_t *p, pthread_t *t)
 {
-    int rc = pthread_create(t, NULL, other, p);
-    if (rc) fprintf(stderr, "fr_corepair: cannot start a thread: %s\n", strerror(rc));
+    pthread_attr_t attr;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(p->other_cpu, &set);
+    int rc = pthread_attr_init(&attr);
+    if (!rc) {
+        rc = pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+        if (!rc) rc = pthread_create(t, &attr, other, p);
+        pthread_attr_destroy(&attr);
+    }
+    if (rc) fprintf(stderr, "fr_corepair: cannot start a thread on CPU %d: %s\n", p->other_cpu, strerror(rc));
     return rc;
 }
 
 static int join_other(pthread_t t)
 {
-    void *ret = NULL;
-    pthread_join(t, &ret);
-    if (ret) fprintf(stderr, "fr_corepair: cannot pin the second thread\n");
-    return ret != NULL;
+    return pthread_join(t, NULL) != 0;
 }
 
 static int round_trip(pair_t *p, double *ns)
@@ -176,16 +183,39 @@ static int put_get(pair_t *p, fr_copy_fn put, char *src, char *priv, double out[
     return rc;
 }
 
+/* A decimal number, nothing before or after it: 0 on success. */
+static int parse_number(const char *s, char **end, unsigned long long *v)
+{
+    if (*s < '0' || *s > '9') return 1;
+    errno = 0;
+    *v = strtoull(s, end, 10);
+    return errno != 0;
+}
+
 static int parse_size(const char *s, size_t *n)
 {
     char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno || s[0] == '-') return 1;
-    if (*end == 'K' || *end == 'k') v <<= 10, end++;
-    else if (*end == 'M' || *end == 'm') v <<= 20, end++;
-    if (*end || v < 64 || v > ((size_t)1 << 30)) return 1;
+    unsigned long long v;
+    int shift = 0;
+    if (parse_number(s, &end, &v)) return 1;
+    if (*end == 'K' || *end == 'k') shift = 10, end++;
+    else if (*end == 'M' || *end == 'm') shift = 20, end++;
+    if (*end || v > ((unsigned long long)1 << 30) >> shift) return 1;
+    v <<= shift;
+    if (v < 64) return 1;
     *n = (size_t)(v / 64 * 64);
+    return 0;
+}
+
+/* -c A,B: two different CPU numbers. */
+static int parse_cpus(const char *s, int cpu[2])
+{
+    char *end;
+    unsigned long long a, b;
+    if (parse_number(s, &end, &a) || *end != ',' || parse_number(end + 1, &end, &b) || *end) return 1;
+    if (a == b || a >= CPU_SETSIZE || b >= CPU_SETSIZE) return 1;
+    cpu[0] = (int)a;
+    cpu[1] = (int)b;
     return 0;
 }
 
@@ -202,17 +232,11 @@ int main(int argc, char **argv)
     size_t sizes[64];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-c") && i + 1 < argc) {
-            char *end;
-            long a = strtol(argv[++i], &end, 10), b;
-            if (*end != ',') return usage();
-            b = strtol(end + 1, &end, 10);
-            if (*end || a < 0 || b < 0 || a == b || a >= CPU_SETSIZE || b >= CPU_SETSIZE) return usage();
-            cpu[0] = (int)a;
-            cpu[1] = (int)b;
+            if (parse_cpus(argv[++i], cpu)) return usage();
         } else if (!strcmp(argv[i], "-r") && i + 1 < argc) {
             char *end;
-            long r = strtol(argv[++i], &end, 10);
-            if (*end || r < 1 || r > MAX_ROUNDS) return usage();
+            unsigned long long r;
+            if (parse_number(argv[++i], &end, &r) || *end || r < 1 || r > MAX_ROUNDS) return usage();
             rounds = (int)r;
         } else if (nsizes < 64 && !parse_size(argv[i], &sizes[nsizes])) {
             nsizes++;
@@ -226,25 +250,33 @@ int main(int argc, char **argv)
         sizes[2] = 4194304;
         nsizes = 3;
     }
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed)) return perror("fr_corepair: sched_getaffinity"), 1;
     if (cpu[0] < 0) {
-        cpu_set_t set;
-        if (sched_getaffinity(0, sizeof set, &set)) return perror("fr_corepair: sched_getaffinity"), 1;
         for (int c = 0, k = 0; c < CPU_SETSIZE && k < 2; c++)
-            if (CPU_ISSET(c, &set)) cpu[k++] = c;
+            if (CPU_ISSET(c, &allowed)) cpu[k++] = c;
         if (cpu[1] < 0) {
             fprintf(stderr, "fr_corepair: this process may run on one CPU only; two are needed\n");
             return 1;
         }
     }
+    for (int k = 0; k < 2; k++)
+        if (!CPU_ISSET(cpu[k], &allowed)) {
+            fprintf(stderr, "fr_corepair: CPU %d is not one this process may run on\n", cpu[k]);
+            return 1;
+        }
     if (pin(cpu[0])) {
         fprintf(stderr, "fr_corepair: cannot pin to CPU %d\n", cpu[0]);
         return 1;
     }
     size_t max = 0;
     for (int i = 0; i < nsizes; i++) max = sizes[i] > max ? sizes[i] : max;
-    pair_t *p = aligned_alloc(64, sizeof *p);
-    char *bufs = aligned_alloc(4096, 2 * max), *dst = aligned_alloc(4096, max);
-    char *src = aligned_alloc(4096, max), *priv = aligned_alloc(4096, max);
+    void *mem[5] = { NULL };
+    const size_t bytes[5] = { sizeof(pair_t), 2 * max, max, max, max };
+    for (int k = 0; k < 5; k++)
+        if (posix_memalign(&mem[k], 4096, bytes[k])) mem[k] = NULL;
+    pair_t *p = mem[0];
+    char *bufs = mem[1], *dst = mem[2], *src = mem[3], *priv = mem[4];
     uint64_t *get_ns = malloc((size_t)rounds * sizeof *get_ns);
     int rc = 1;
     if (!p || !bufs || !dst || !src || !priv || !get_ns) {

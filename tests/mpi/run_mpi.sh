@@ -582,9 +582,10 @@ pass_fail $ok "fr_osu_allreduce --compare table,shm,recursive_doubling,hier with
 
 # fr_corepair (two threads, no MPI): the round trip before and after, a row per size and way
 # of writing with every figure positive;
-# one CPU only: it says so and exits 1; bad arguments exit 2 with the usage line
+# one CPU only: it says so and exits 1; bad arguments exit 2 with the usage line, a CPU
+# it may not use 1
 CP=$top_builddir/benchmarks/fr_corepair
-cpout=$(timeout -k 5 60 "$CP" -r 5 4K 64K 2>&1); rc=$?
+cpout=$(timeout -k 5 120 "$CP" -r 5 4K 64K 2>&1); rc=$?
 if [ "$(nproc)" -ge 2 ]; then
     rows=$(echo "$cpout" | awk '($1 == 4096 || $1 == 65536) && ($2 == "plain" || $2 == "streaming") &&
         $3 > 0 && $4 > 0 && $5 > 0 && $6 > 0 && $7 > 0' | wc -l)
@@ -596,13 +597,18 @@ else
     what="one CPU: refused"
 fi
 bad=0
-for a in "-c 0,0" "-c 0" "-r 0" "3x" "0" "-1K" "2G"; do
+for a in "-c 0,0" "-c 0" "-c ,1" "-c 1," "-r 0" "3x" "0" "-1K" "2G" "17592186045440M"; do
     # shellcheck disable=SC2086
     timeout -k 5 30 "$CP" $a >/dev/null 2>"$LOGDIR/corepair.err"
     [ $? = 2 ] && grep -q '^usage: fr_corepair' "$LOGDIR/corepair.err" || bad=$((bad + 1))
 done
+# a CPU this process may not run on: refused at once (exit 1), not waited for
+timeout -k 5 30 "$CP" -c 0,1000 -r 1 64 >/dev/null 2>"$LOGDIR/corepair.err"
+rc1=$?
+grep -q '^fr_corepair: CPU 1000 is not one this process may run on$' "$LOGDIR/corepair.err" && [ $rc1 = 1 ] ||
+    bad=$((bad + 1))
 [ "$bad" = 0 ] || ok=0
-pass_fail $ok "fr_corepair -r 5 4K 64K: exit $rc, $what; $bad of 7 bad argument lists not refused with exit 2"
+pass_fail $ok "fr_corepair -r 5 4K 64K: exit $rc, $what; $bad of 11 bad argument lists not refused (exit 2, or 1 for -c 0,1000)"
 
 # --memory cuda: without a GPU on every rank (or without CUDA and NCCL built in) it
 # stops at once with exit 2 and the reason; with them it writes cuda rules.
