@@ -192,7 +192,15 @@ void fr_ucx_destroy(struct fr_comm *comm)
     if (comm->broken && u->worker) drain(u);
     if (u->eps) {
         /* Every collective completed on every rank before destroy (the caller
-         * synchronises first), so a forced, local close loses nothing. */
+         * synchronises first), so a forced, local close loses nothing. (UCX
+         * documents a forced close as possibly causing transport errors on
+         * the peer unless every endpoint has peer error handling, which this
+         * one has only under a timeout. A flushing close was tried instead
+         * (2026-12-05): over TCP it waits on peers whose workers are already
+         * gone, logs "error during flush: Endpoint timeout" and made a test
+         * of many communicators time out; making the peers stay until every
+         * flush is done would need a second synchronisation that a rank whose
+         * communicator broke alone cannot join.) */
         for (int r = 0; r < comm->size; r++) {
             if (!u->eps[r]) continue;
             ucp_request_param_t p;
@@ -366,8 +374,12 @@ fr_status_t fr_p2p_sendrecv(struct fr_comm *comm, int dst, const void *sbuf, siz
     fr_status_t st = FR_SUCCESS;
     if (src >= 0) st = fr_p2p_irecv(comm, src, step, rbuf, rlen, &r[0]);
     if (st == FR_SUCCESS && dst >= 0) st = fr_p2p_isend(comm, dst, step, sbuf, slen, &r[1]);
-    fr_status_t st2 = fr_p2p_wait(comm, r, 2);
-    return st != FR_SUCCESS ? st : st2;
+    if (st != FR_SUCCESS) {
+        /* (a send that could not start: its receive is not waited for) */
+        if (comm->ucx) release(comm, r, 2);
+        return st;
+    }
+    return fr_p2p_wait(comm, r, 2);
 }
 
 fr_status_t fr_p2p_send(struct fr_comm *comm, int dst, const void *buf, size_t len, unsigned step)
