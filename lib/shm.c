@@ -113,21 +113,6 @@ void fr_shm_put(fr_shm_t *s, void *dst, const void *src, size_t n)
     s->streaming = streaming;
 }
 
-/* The best of a few plain copies of 64 KiB between private buffers (for
- * the log). */
-static double copy_rate(char *a)
-{
-    const size_t n = 65536;
-    double best = -1;
-    for (int i = 0; i < 5; i++) {
-        uint64_t t0 = now_ns();
-        fr_copy(a + n, a, n);
-        double ns = (double)(now_ns() - t0);
-        if (i > 0 && (best < 0 || ns < best)) best = ns;  /* (the first warms up) */
-    }
-    return best > 0 ? best / (double)n : 0.05;
-}
-
 static const char *const flag_name[FR_SHM_NFLAGS] = {
     [FR_SHM_F_SMALL] = "small", [FR_SHM_F_ARRIVE] = "arrive", [FR_SHM_F_REDUCED] = "reduced",
     [FR_SHM_F_BREADY] = "bcast-ready", [FR_SHM_F_BACK] = "bcast-done",
@@ -458,7 +443,7 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     int stream_mode = stream_setting(comm, &slow_ratio);
     if (comm->local_size < 2) return FR_SUCCESS;
     fr_shm_t *s = calloc(1, sizeof *s);
-    char *tmp = aligned_alloc(4096, FR_SHM_SCRATCH);
+    char *tmp = aligned_alloc(4096, FR_SHM_TMP);
     /* the node's ranks agree first, so none goes on alone */
     int nomem = !s || !tmp, any = 0;
     int rc = PMPI_Allreduce(&nomem, &any, 1, MPI_INT, MPI_MAX, comm->node_comm);
@@ -474,9 +459,6 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     s->stream_mode = stream_mode;
     s->slow_ratio = slow_ratio;
     s->tmp = tmp;
-    /* the private copy rate (for the log) */
-    memset(s->tmp, 1, FR_SHM_SCRATCH);
-    s->copy_ns_per_byte = copy_rate(s->tmp);
     /* (a size no node has: kept from overflowing the layout's sums) */
     s->size = per_rank > ((uint64_t)1 << 50) / (uint64_t)s->lsize ? SIZE_MAX : layout(s, per_rank);
     fr_status_t fits = check_fits(comm, s, per_rank, s->size);
@@ -514,8 +496,8 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     layout(s, per_rank);
     comm->shm = s;
     FR_INFO(FR_SUB_SHM, "shm segment of %zu bytes for %d local ranks (allreduce slot %zu, bcast slot %zu); "
-            "a private copy runs at %.1f GB/s; stores into it: %s; results of %zu bytes or more are streamed "
-            "(last-level cache share %zu)", s->size, s->lsize, s->red_slot, s->bc_slot, 1.0 / s->copy_ns_per_byte,
+            "stores into it: %s; results of %zu bytes or more are streamed (last-level cache share %zu)", s->size,
+            s->lsize, s->red_slot, s->bc_slot,
             s->stream_mode < 0 ? "auto" : s->stream_mode ? "streaming" : "plain", fr_stream_min(comm->llc_share),
             comm->llc_share);
     return FR_SUCCESS;

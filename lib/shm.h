@@ -101,10 +101,7 @@ typedef struct fr_shm {
     double         stream_ref[FR_SHM_NCLASS];  /* auto: ns/byte of a streaming put of each size class
                                                   (the faster of the last two; 0 before the first) */
     double         stream_last[FR_SHM_NCLASS]; /* auto: the last one's */
-    double         copy_ns_per_byte; /* a plain copy between private buffers, measured at creation */
-    char          *tmp;          /* FR_SHM_SCRATCH bytes: the copy-rate measurement at creation,
-                                    then (its first FR_SHM_TMP) a reduction's output before a
-                                    streaming put */
+    char          *tmp;          /* FR_SHM_TMP bytes: a reduction's output before a streaming put */
 } fr_shm_t;
 
 /* How this rank writes the result of @p call: with streaming stores from
@@ -117,7 +114,6 @@ static inline fr_copy_fn fr_shm_copy_for(const struct fr_comm *comm, const fr_ca
 /* Puts of fewer bytes are plain and untimed. */
 #define FR_SHM_PUT_MIN 4096
 #define FR_SHM_TMP     16384
-#define FR_SHM_SCRATCH ((size_t)2 * 65536)
 
 /* Copy @p n bytes of this rank's into the segment, for other ranks to read.
  * The lines written were read by them in an earlier round, so an ordinary
