@@ -38,34 +38,61 @@ static fr_status_t set_affinity(const fr_topo_t *t, const fr_plan_rank_t *r)
     return FR_SUCCESS;
 }
 
-/* The GPU (index into t->gpu) this rank uses: the one CUDA_VISIBLE_DEVICES
- * names for it, else local rank modulo the node's GPUs. */
-static int my_gpu(const fr_topo_t *t, int local)
+/* CUDA_VISIBLE_DEVICES as a list of indices into @p ids; 0 when unset or
+ * not such a list (UUIDs, MIG names), which leaves CUDA's own order. */
+static int visible_list(int *ids, int max)
 {
-    if (!t || !t->ngpus) return -1;
     const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-    int want = local % t->ngpus;
-    if (vis && *vis) {
-        int ids[64], n = 0, ok = 1;
-        char buf[512];
-        snprintf(buf, sizeof buf, "%s", vis);
-        for (char *s = NULL, *tok = strtok_r(buf, ",", &s); tok && n < 64; tok = strtok_r(NULL, ",", &s)) {
-            char *end;
-            long v = strtol(tok, &end, 10);
-            if (*end || v < 0) ok = 0;
-            ids[n++] = (int)v;
+    if (!vis || !*vis) return 0;
+    int n = 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", vis);
+    for (char *s = NULL, *tok = strtok_r(buf, ",", &s); tok && n < max; tok = strtok_r(NULL, ",", &s)) {
+        char *end;
+        long v = strtol(tok, &end, 10);
+        if (*end || end == tok || v < 0 || v > 65535) {
+            FR_INFO(FR_SUB_TOPO, "CUDA_VISIBLE_DEVICES='%s' is not a list of indices; GPUs in PCI order", vis);
+            return 0;
         }
-        if (ok && n) want = ids[local % n];
-        else FR_INFO(FR_SUB_TOPO, "CUDA_VISIBLE_DEVICES='%s' is not a list of indices; using GPU %d", vis, want);
+        ids[n++] = (int)v;
     }
-    for (int g = 0; g < t->ngpus; g++) if (t->gpu[g].index == want) return g;
+    return n;
+}
+
+/* The GPU (index into t->gpu) this rank uses, and its CUDA index in this
+ * process (@p cuda). Where hwloc shows CUDA devices they are this process's
+ * already (CUDA_VISIBLE_DEVICES applied): local rank i takes the (i mod n)-th.
+ * Without them GPUs are known by PCI order, which CUDA_VISIBLE_DEVICES
+ * names (as CUDA_DEVICE_ORDER=PCI_BUS_ID does); the rank's CUDA index is
+ * then its place in that list. */
+static int my_gpu(const fr_topo_t *t, int local, int *cuda)
+{
+    *cuda = -1;
+    if (!t || !t->ngpus) return -1;
+    int usable[64], n = 0;
+    for (int g = 0; g < t->ngpus && n < 64; g++)
+        if (fr_topo_gpu_usable(t, g)) usable[n++] = g;
+    if (!n) return -1;
+    int ids[64], nvis = t->ncuda ? 0 : visible_list(ids, 64);
+    if (!nvis) {
+        int g = usable[local % n];
+        *cuda = t->ncuda ? t->gpu[g].cuda : t->gpu[g].pci_order;
+        return g;
+    }
+    for (int g = 0; g < t->ngpus; g++)
+        if (t->gpu[g].pci_order == ids[local % nvis]) {
+            *cuda = local % nvis;
+            return g;
+        }
+    FR_INFO(FR_SUB_TOPO, "CUDA_VISIBLE_DEVICES names GPU %d, which the topology does not have; no GPU",
+            ids[local % nvis]);
     return -1;
 }
 
 /* Point UCX and NCCL at the rank's RDMA NIC, unless the user chose. */
 static void nic_env(const fr_topo_nic_t *n)
 {
-    if (n->kind == FR_NIC_ETH) return;
+    if (!fr_nic_kind_verbs(n->kind)) return;
     char v[64];
     snprintf(v, sizeof v, "%s:%d", n->name, n->port);
     if (!getenv("UCX_NET_DEVICES")) setenv("UCX_NET_DEVICES", v, 0);
@@ -141,7 +168,8 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
 #define TOPO_DONE() do { if (!held) fr_topo_free(t); } while (0)
     if (t) snprintf(out->fingerprint, sizeof out->fingerprint, "%s", t->fingerprint);
     if (t) out->llc_share = (size_t)(t->llc_bytes / (unsigned long long)nlocal);
-    int g = my_gpu(t, local);
+    int cuda;
+    int g = my_gpu(t, local, &cuda);
     int *gpus = malloc((size_t)nlocal * sizeof *gpus);
     if (!gpus) { TOPO_DONE(); return FR_ERROR(FR_ERR_NO_MEMORY, "binding: out of memory"); }
     /* Every rank of the node plans with every rank's GPU. */
@@ -157,7 +185,7 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
     const char *why = "";
     if (t && fr_plan_make(t, nlocal, eff, gpus, &plan) == FR_SUCCESS) {
         const fr_plan_rank_t *r = &plan.rank[local];
-        if (r->gpu >= 0) out->gpu = t->gpu[r->gpu].index;
+        if (r->gpu >= 0) out->gpu = cuda;   /* (r->gpu is this rank's own g) */
         if (r->nic >= 0) {
             snprintf(out->nic, sizeof out->nic, "%s", t->nic[r->nic].name);
             if (t->this_system) nic_env(&t->nic[r->nic]);   /* never a device of another machine */

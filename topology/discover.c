@@ -5,14 +5,9 @@
 #include <string.h>
 #include <errno.h>
 #include <stdio.h>
-#include "hwtopo.h"
+#include "discover_io.h"
 #include "log.h"
 #include "settings.h"
-
-const char *fr_nic_kind_name(int kind)
-{
-    return kind == FR_NIC_IB ? "ib" : kind == FR_NIC_ROCE ? "roce" : "eth";
-}
 
 /* Index of the only object of @p type whose cpuset meets @p set, or -1 when
  * none or several do (a device local to the whole machine). */
@@ -28,14 +23,14 @@ static int only_meeting(hwloc_topology_t h, hwloc_obj_type_t type, hwloc_const_c
     return found;
 }
 
-static void locality(hwloc_topology_t h, hwloc_obj_t io, int *numa, int *package)
+void fr_io_locality(hwloc_topology_t h, hwloc_obj_t io, int *numa, int *package)
 {
     hwloc_obj_t a = hwloc_get_non_io_ancestor_obj(h, io);
     *numa = a && a->cpuset ? only_meeting(h, HWLOC_OBJ_NUMANODE, a->cpuset) : -1;
     *package = a && a->cpuset ? only_meeting(h, HWLOC_OBJ_PACKAGE, a->cpuset) : -1;
 }
 
-static void pci_place(hwloc_obj_t dev, fr_topo_pci_t *p)
+void fr_io_pci_place(hwloc_obj_t dev, fr_topo_pci_t *p)
 {
     memset(p, 0, sizeof *p);
     p->host_bridge = p->sw = -1;
@@ -55,9 +50,21 @@ static void pci_place(hwloc_obj_t dev, fr_topo_pci_t *p)
     }
 }
 
-static int osdev_is(hwloc_obj_t o, hwloc_obj_osdev_type_t t)
+int fr_io_osdev_is(hwloc_obj_t o, hwloc_obj_osdev_type_t type)
 {
-    return o->type == HWLOC_OBJ_OS_DEVICE && o->attr->osdev.type == t;
+    return o->type == HWLOC_OBJ_OS_DEVICE && o->attr->osdev.type == type;
+}
+
+/* N of a CUDA OS device "cudaN" when it is a plain number a device could
+ * have; -1 for anything else (a sign, junk, overflow), with a warning. */
+static int cuda_index(const char *name)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(name + 4, &end, 10);
+    if (!errno && end != name + 4 && !*end && name[4] >= '0' && name[4] <= '9' && n < 65536) return (int)n;
+    FR_WARN(FR_SUB_TOPO, "topology: GPU OS device '%s' has no usable CUDA index", name);
+    return -1;
 }
 
 static fr_status_t add_gpu(fr_topo_t *t, hwloc_topology_t h, hwloc_obj_t dev)
@@ -67,64 +74,21 @@ static fr_status_t add_gpu(fr_topo_t *t, hwloc_topology_t h, hwloc_obj_t dev)
     t->gpu = g;
     g = &t->gpu[t->ngpus];
     memset(g, 0, sizeof *g);
-    g->index = t->ngpus;
-    pci_place(dev, &g->pci);
-    locality(h, dev, &g->numa, &g->package);
+    g->cuda = -1;
+    fr_io_pci_place(dev, &g->pci);
+    fr_io_locality(h, dev, &g->numa, &g->package);
     const char *model = hwloc_obj_get_info_by_name(dev, "PCIDevice");
     for (hwloc_obj_t o = dev->io_first_child; o; o = o->next_sibling) {
         const char *m = hwloc_obj_get_info_by_name(o, "GPUModel");
         if (m) model = m;
-        if (osdev_is(o, HWLOC_OBJ_OSDEV_COPROC) && o->name && !strncmp(o->name, "cuda", 4)) {
+        if (fr_io_osdev_is(o, HWLOC_OBJ_OSDEV_COPROC) && o->name && !strncmp(o->name, "cuda", 4)) {
             snprintf(g->osdev, sizeof g->osdev, "%s", o->name);
-            /* "cudaN": N is the CUDA index when it is a plain number a
-             * device could have; anything else (a sign, junk, overflow)
-             * keeps the discovery order */
-            char *end;
-            errno = 0;
-            long n = strtol(o->name + 4, &end, 10);
-            if (!errno && end != o->name + 4 && !*end && o->name[4] >= '0' && o->name[4] <= '9' && n < 65536)
-                g->index = (int)n;
-            else
-                FR_WARN(FR_SUB_TOPO, "topology: GPU OS device '%s' has no usable CUDA index; using %d", o->name,
-                        g->index);
+            g->cuda = cuda_index(o->name);
         }
     }
     if (model) snprintf(g->name, sizeof g->name, "%s", model);
     else snprintf(g->name, sizeof g->name, "GPU %04x:%04x", g->pci.vendor, g->pci.device);
     t->ngpus++;
-    return FR_SUCCESS;
-}
-
-/* A NIC is one device: a PCI function with its OpenFabrics and network OS
- * devices, or a network OS device without a PCI parent. */
-static fr_status_t add_nic(fr_topo_t *t, hwloc_topology_t h, hwloc_obj_t dev, hwloc_obj_t lone)
-{
-    char ofed[32] = "", net[32] = "";
-    int port = 1;
-    for (hwloc_obj_t o = lone ? lone : dev->io_first_child; o; o = lone ? NULL : o->next_sibling) {
-        if (osdev_is(o, HWLOC_OBJ_OSDEV_OPENFABRICS) && o->name) {
-            snprintf(ofed, sizeof ofed, "%s", o->name);
-            for (unsigned i = 0; i < o->infos_count; i++) {
-                int p;
-                if (sscanf(o->infos[i].name, "Port%dState", &p) == 1) { port = p; break; }
-            }
-        } else if (osdev_is(o, HWLOC_OBJ_OSDEV_NETWORK) && o->name && !net[0]) {
-            snprintf(net, sizeof net, "%s", o->name);
-        }
-    }
-    if (!ofed[0] && !net[0]) return FR_SUCCESS;   /* a NIC without a driver bound */
-    fr_topo_nic_t *n = realloc(t->nic, (size_t)(t->nnics + 1) * sizeof *n);
-    if (!n) return FR_ERROR(FR_ERR_NO_MEMORY, "topology: out of memory");
-    t->nic = n;
-    n = &t->nic[t->nnics++];
-    memset(n, 0, sizeof *n);
-    snprintf(n->name, sizeof n->name, "%s", ofed[0] ? ofed : net);
-    snprintf(n->netdev, sizeof n->netdev, "%s", net);
-    n->port = port;
-    pci_place(dev, &n->pci);
-    /* InfiniBand class, or an OpenFabrics device on Ethernet (RoCE) */
-    n->kind = !ofed[0] ? FR_NIC_ETH : dev && n->pci.cls == 0x0200 ? FR_NIC_ROCE : FR_NIC_IB;
-    locality(h, lone ? lone : dev, &n->numa, &n->package);
     return FR_SUCCESS;
 }
 
@@ -218,19 +182,54 @@ static int cmp_gpu(const void *a, const void *b)
     return (x > y) - (x < y);   /* (a difference can overflow) */
 }
 
+/* PCI bus order: domain, bus, device, function (a longer bus id has a wider domain). */
+static int cmp_busid(const void *a, const void *b)
+{
+    const char *x = ((const fr_topo_gpu_t *)a)->pci.busid, *y = ((const fr_topo_gpu_t *)b)->pci.busid;
+    size_t lx = strlen(x), ly = strlen(y);
+    return lx != ly ? (lx > ly) - (lx < ly) : strcmp(x, y);
+}
+
+/* Every GPU's index, unique on the node: its CUDA index where hwloc shows
+ * one (hwloc's CUDA devices are the ones this process's CUDA runtime
+ * enumerates, CUDA_VISIBLE_DEVICES applied), else its place in PCI bus
+ * order counted on from past the highest CUDA index, so that no such GPU
+ * can be taken for a CUDA device. A CUDA index seen twice keeps the first. */
+static void gpu_indices(fr_topo_t *t)
+{
+    int top = -1;
+    if (t->ngpus > 1) qsort(t->gpu, (size_t)t->ngpus, sizeof *t->gpu, cmp_busid);
+    for (int g = 0; g < t->ngpus; g++) {
+        fr_topo_gpu_t *x = &t->gpu[g];
+        x->pci_order = g;
+        for (int k = 0; k < g && x->cuda >= 0; k++)
+            if (t->gpu[k].cuda == x->cuda) {
+                FR_WARN(FR_SUB_TOPO, "topology: two GPUs have CUDA index %d; %s is not taken as a CUDA device",
+                        x->cuda, x->pci.busid);
+                x->cuda = -1;
+            }
+        if (x->cuda > top) top = x->cuda;
+        t->ncuda += x->cuda >= 0;
+    }
+    for (int g = 0; g < t->ngpus; g++) {
+        fr_topo_gpu_t *x = &t->gpu[g];
+        x->index = x->cuda >= 0 ? x->cuda : ++top;
+    }
+    if (t->ngpus > 1) qsort(t->gpu, (size_t)t->ngpus, sizeof *t->gpu, cmp_gpu);
+}
+
+int fr_topo_gpu_usable(const fr_topo_t *t, int g)
+{
+    return g >= 0 && g < t->ngpus && (!t->ncuda || t->gpu[g].cuda >= 0);
+}
+
 static fr_status_t read_io(fr_topo_t *t, hwloc_topology_t h)
 {
-    for (hwloc_obj_t d = hwloc_get_next_pcidev(h, NULL); d; d = hwloc_get_next_pcidev(h, d)) {
-        unsigned base = d->attr->pcidev.class_id >> 8;
-        if (d->attr->pcidev.vendor_id == 0x10de && base == 0x03) FR_CHECK(add_gpu(t, h, d));
-        else if (base == 0x02) FR_CHECK(add_nic(t, h, d, NULL));
-    }
-    for (hwloc_obj_t o = hwloc_get_next_osdev(h, NULL); o; o = hwloc_get_next_osdev(h, o))
-        if ((osdev_is(o, HWLOC_OBJ_OSDEV_OPENFABRICS) || osdev_is(o, HWLOC_OBJ_OSDEV_NETWORK)) &&
-            (!o->parent || o->parent->type != HWLOC_OBJ_PCI_DEVICE))
-            FR_CHECK(add_nic(t, h, NULL, o));
-    if (t->ngpus > 1) qsort(t->gpu, (size_t)t->ngpus, sizeof *t->gpu, cmp_gpu);
-    return FR_SUCCESS;
+    for (hwloc_obj_t d = hwloc_get_next_pcidev(h, NULL); d; d = hwloc_get_next_pcidev(h, d))
+        if (d->attr->pcidev.vendor_id == 0x10de && d->attr->pcidev.class_id >> 8 == 0x03)
+            FR_CHECK(add_gpu(t, h, d));
+    gpu_indices(t);
+    return fr_io_read_nics(t, h);
 }
 
 /* A short stable name of the node's shape, e.g. "2s2n16c32t-8x10de:2330-4ib1eth". */
@@ -251,11 +250,11 @@ static void fingerprint(fr_topo_t *t)
             o += (size_t)snprintf(f + o, len - o, "%s%dx%04x:%04x", i ? "+" : "", n, t->gpu[i].pci.vendor,
                                   t->gpu[i].pci.device);
     }
-    int k[3] = {0, 0, 0};
+    int k[FR_NIC_NKINDS] = {0};
     for (int i = 0; i < t->nnics; i++) k[t->nic[i].kind]++;
     if (o < len) o += (size_t)snprintf(f + o, len - o, "-");
     if (!t->nnics && o < len) o += (size_t)snprintf(f + o, len - o, "0nic");
-    for (int i = 0; i < 3 && o < len; i++)
+    for (int i = 0; i < FR_NIC_NKINDS && o < len; i++)
         if (k[i]) o += (size_t)snprintf(f + o, len - o, "%d%s", k[i], fr_nic_kind_name(i));
 }
 

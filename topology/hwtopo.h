@@ -27,19 +27,32 @@ typedef struct fr_topo_core {
     int *pus, npus;              /* OS indices of the core's PUs */
 } fr_topo_core_t;
 
+/* A GPU's index is unique on the node: its CUDA index where hwloc shows a
+ * CUDA device for it, else counted on in PCI bus order past the highest
+ * CUDA index (discover.c, docs/architecture.md). */
 typedef struct fr_topo_gpu {
-    int  index;                  /* CUDA index (cudaN), else PCI order */
+    int  index;                  /* unique on the node; equal to cuda when cuda >= 0 */
+    int  cuda;                   /* this process's CUDA index (hwloc's cudaN), -1 when none */
+    int  pci_order;              /* place among the node's GPUs in PCI bus order */
     char name[64], osdev[16];
     fr_topo_pci_t pci;
     int  numa, package;          /* -1 when the device's locality is the whole machine */
 } fr_topo_gpu_t;
 
-typedef enum { FR_NIC_IB = 0, FR_NIC_ROCE, FR_NIC_ETH } fr_nic_kind_t;
+/* What a NIC carries, read from hwloc's OS devices (nic.c says how): the
+ * first four have a verbs device, the first six are fabrics preferred over
+ * plain IP. The order is the fingerprint's. */
+typedef enum {
+    FR_NIC_IB = 0, FR_NIC_ROCE, FR_NIC_OPA, FR_NIC_RDMA, FR_NIC_SLINGSHOT, FR_NIC_BXI, FR_NIC_IPOIB, FR_NIC_ETH,
+    FR_NIC_NKINDS
+} fr_nic_kind_t;
 
+/* One NIC a PCI function (or an OS device without one): an HCA and all
+ * its ports and network interfaces count once. */
 typedef struct fr_topo_nic {
     char name[32];               /* OpenFabrics device (mlx5_0) or interface (eth0) */
-    char netdev[32];             /* its network interface, "" when none */
-    int  kind, port;             /* fr_nic_kind_t; first port (1 by default) */
+    char netdev[64];             /* its network interfaces, comma-separated, "" when none */
+    int  kind, port, nports;     /* fr_nic_kind_t; the port to use (the first active one), ports seen */
     fr_topo_pci_t pci;
     int  numa, package;
 } fr_topo_nic_t;
@@ -50,8 +63,8 @@ typedef struct fr_topo {
     int   npackages, nnuma, ncores, npus;
     fr_topo_numa_t *numa;
     fr_topo_core_t *core;
-    fr_topo_gpu_t  *gpu;
-    int   ngpus;
+    fr_topo_gpu_t  *gpu;         /* sorted by index */
+    int   ngpus, ncuda;          /* GPUs, and those of them with a CUDA index */
     fr_topo_nic_t  *nic;
     int   nnics;
     int  *numa_dist;             /* [nnuma * nnuma]: hwloc's matrix, else 10 local / 20 remote */
@@ -69,6 +82,13 @@ void fr_topo_free(fr_topo_t *t);
  * host bridge, 2 same NUMA node, 3 same package, 4 farther (or unknown). */
 int fr_topo_gpu_nic_distance(const fr_topo_t *t, int g, int n);
 const char *fr_nic_kind_name(int kind);
+/* Whether UCX and NCCL can be pointed at a NIC of @p kind (a verbs device). */
+int fr_nic_kind_verbs(int kind);
+/* Whether @p kind is a fabric, preferred over plain IP for collectives. */
+int fr_nic_kind_fabric(int kind);
+/* Whether GPU @p g can be given to a rank: every GPU where hwloc shows no
+ * CUDA device at all, else only those with a CUDA index. */
+int fr_topo_gpu_usable(const fr_topo_t *t, int g);
 
 /* ---- binding plan ------------------------------------------------------ */
 typedef enum { FR_BIND_AUTO = 0, FR_BIND_NONE, FR_BIND_CORE, FR_BIND_NUMA, FR_BIND_GPU } fr_bind_mode_t;
@@ -91,7 +111,8 @@ typedef struct fr_plan {
 } fr_plan_t;
 
 /* Plan @p nranks local ranks. @p gpu_of_rank gives each rank's GPU (index
- * into t->gpu, -1 for none); NULL means local rank i uses GPU i % ngpus.
+ * into t->gpu, -1 for none); NULL means local rank i uses the (i mod n)-th
+ * of the n usable GPUs (fr_topo_gpu_usable).
  * AUTO plans as GPU when the node has GPUs and as CORE otherwise. */
 fr_status_t fr_plan_make(const fr_topo_t *t, int nranks, int mode, const int *gpu_of_rank, fr_plan_t *out);
 void fr_plan_free(fr_plan_t *p);
@@ -107,7 +128,7 @@ void fr_plan_print(FILE *f, const fr_topo_t *t, const fr_plan_t *plan);
 
 /* ---- this process ------------------------------------------------------ */
 typedef struct fr_binding {
-    int  gpu;                    /* CUDA index of the rank's GPU, -1 when none */
+    int  gpu;                    /* this process's CUDA index of the rank's GPU, -1 when none */
     char nic[32];                /* the NIC chosen for the rank, "" when none */
     char cpus[256];              /* the affinity after fr_topo_bind, as a PU list */
     int  topo_held;              /* 1: holds the shared machine topology (give it back: fr_topo_release) */

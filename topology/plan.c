@@ -86,7 +86,7 @@ static fr_status_t split_cores(const fr_topo_t *t, fr_plan_t *p)
     return FR_SUCCESS;
 }
 
-/* Nearest NIC: an RDMA one before Ethernet, then by distance from the GPU
+/* Nearest NIC: a fabric before plain IP, then by distance from the GPU
  * (or the NUMA node); equally near ones are shared out by @p ord. */
 static int pick_nic(const fr_topo_t *t, const fr_plan_rank_t *r, int ord)
 {
@@ -98,7 +98,7 @@ static int pick_nic(const fr_topo_t *t, const fr_plan_rank_t *r, int ord)
         if (r->gpu >= 0) d = fr_topo_gpu_nic_distance(t, r->gpu, n);
         else if (r->numa >= 0 && c->numa == r->numa) d = 2;
         else if (r->numa >= 0 && c->package >= 0 && c->package == t->numa[r->numa].package) d = 3;
-        key[n] = (c->kind == FR_NIC_ETH) * 10 + d;
+        key[n] = !fr_nic_kind_fabric(c->kind) * 10 + d;
         if (best < 0 || key[n] < best) best = key[n];
     }
     for (int n = 0; n < t->nnics; n++) ntied += key[n] == best;
@@ -109,12 +109,22 @@ static int pick_nic(const fr_topo_t *t, const fr_plan_rank_t *r, int ord)
     return nic;
 }
 
+/* The (i mod n)-th of the n usable GPUs, -1 when there is none. */
+static int nth_usable(const fr_topo_t *t, int i)
+{
+    int n = 0;
+    for (int g = 0; g < t->ngpus; g++) n += fr_topo_gpu_usable(t, g);
+    for (int g = 0, k = n ? i % n : -1; g < t->ngpus && k >= 0; g++)
+        if (fr_topo_gpu_usable(t, g) && k-- == 0) return g;
+    return -1;
+}
+
 fr_status_t fr_plan_make(const fr_topo_t *t, int nranks, int mode, const int *gpu_of_rank, fr_plan_t *out)
 {
     memset(out, 0, sizeof *out);
     if (nranks < 1) return FR_ERROR(FR_ERR_INVALID_ARG, "binding plan: %d ranks", nranks);
     if (mode < FR_BIND_AUTO || mode > FR_BIND_GPU) return FR_ERROR(FR_ERR_INVALID_ARG, "binding plan: bad mode");
-    if (mode == FR_BIND_AUTO) mode = t->ngpus ? FR_BIND_GPU : FR_BIND_CORE;
+    if (mode == FR_BIND_AUTO) mode = nth_usable(t, 0) >= 0 ? FR_BIND_GPU : FR_BIND_CORE;
     out->mode = mode;
     out->nranks = nranks;
     out->rank = calloc((size_t)nranks, sizeof *out->rank);
@@ -122,8 +132,8 @@ fr_status_t fr_plan_make(const fr_topo_t *t, int nranks, int mode, const int *gp
     int rr = 0;
     for (int i = 0; i < nranks; i++) {
         fr_plan_rank_t *r = &out->rank[i];
-        r->gpu = gpu_of_rank ? gpu_of_rank[i] : t->ngpus ? i % t->ngpus : -1;
-        if (r->gpu >= t->ngpus) r->gpu = -1;
+        r->gpu = gpu_of_rank ? gpu_of_rank[i] : nth_usable(t, i);
+        if (!fr_topo_gpu_usable(t, r->gpu)) r->gpu = -1;
         r->numa = mode == FR_BIND_NONE ? -1 : preferred_numa(t, mode, r->gpu, &rr);
     }
     fr_status_t st = FR_SUCCESS;

@@ -12,15 +12,18 @@ static void numa_pus(const fr_topo_t *t, int n, char *buf, size_t len)
     fr_plan_cpulist(t, &all, buf, len);
 }
 
-static void print_gpu(FILE *f, const fr_topo_gpu_t *g)
+/* A GPU's index is its CUDA index unless this says otherwise. */
+static void print_gpu(FILE *f, const fr_topo_t *t, const fr_topo_gpu_t *g)
 {
-    fprintf(f, "  GPU %d  %-6s %s  [%s]\n", g->index, g->osdev[0] ? g->osdev : "-", g->name, g->pci.busid);
+    const char *src = g->cuda >= 0 ? "" : t->ncuda ? "  (index: PCI order; no CUDA device here)" : "  (index: PCI order)";
+    fprintf(f, "  GPU %-3d %-8s %s  [%s]%s\n", g->index, g->osdev[0] ? g->osdev : "-", g->name, g->pci.busid, src);
 }
 
 static void print_nic(FILE *f, const fr_topo_nic_t *n)
 {
-    char port[16] = "";
-    if (n->kind != FR_NIC_ETH) snprintf(port, sizeof port, " port %d", n->port);
+    char port[32] = "";
+    if (n->nports > 1) snprintf(port, sizeof port, " port %d of %d", n->port, n->nports);
+    else if (n->nports == 1 || fr_nic_kind_verbs(n->kind)) snprintf(port, sizeof port, " port %d", n->port);
     int other = n->netdev[0] && strcmp(n->netdev, n->name);
     fprintf(f, "  NIC %-8s %s%s%s%s  [%s]\n", n->name, fr_nic_kind_name(n->kind), port, other ? "  netdev " : "",
             other ? n->netdev : "", n->pci.busid[0] ? n->pci.busid : "no PCI");
@@ -49,7 +52,7 @@ void fr_topo_print(FILE *f, const fr_topo_t *t)
         for (int g = 0; g < t->ngpus; g++)
             if (t->gpu[g].numa == (n < t->nnuma ? n : -1)) {
                 if (n == t->nnuma && !any++) fprintf(f, "local to no single NUMA node:\n");
-                print_gpu(f, &t->gpu[g]);
+                print_gpu(f, t, &t->gpu[g]);
             }
         for (int k = 0; k < t->nnics; k++)
             if (t->nic[k].numa == (n < t->nnuma ? n : -1)) {
@@ -243,7 +246,10 @@ void fr_topo_print_json(FILE *f, const fr_topo_t *t, const fr_plan_t *plan)
     fprintf(f, "\n  ],\n  \"gpus\": [");
     for (int g = 0; g < t->ngpus; g++) {
         const fr_topo_gpu_t *x = &t->gpu[g];
-        fprintf(f, "%s\n    {\"index\": %d, \"osdev\": ", g ? "," : "", x->index);
+        fprintf(f, "%s\n    {\"index\": %d, \"index_source\": ", g ? "," : "", x->index);
+        jstr(f, x->cuda >= 0 ? "cuda" : "pci");
+        fprintf(f, ", \"cuda\": %d, \"pci_order\": %d, \"usable\": %s, \"osdev\": ", x->cuda, x->pci_order,
+                fr_topo_gpu_usable(t, g) ? "true" : "false");
         jstr(f, x->osdev);
         fprintf(f, ", \"name\": ");
         jstr(f, x->name);
@@ -265,7 +271,8 @@ void fr_topo_print_json(FILE *f, const fr_topo_t *t, const fr_plan_t *plan)
         jstr(f, x->netdev);
         fprintf(f, ", \"kind\": ");
         jstr(f, fr_nic_kind_name(x->kind));
-        fprintf(f, ", \"port\": %d, \"busid\": ", x->port);
+        fprintf(f, ", \"verbs\": %s, \"port\": %d, \"ports\": %d, \"busid\": ",
+                fr_nic_kind_verbs(x->kind) ? "true" : "false", x->port, x->nports);
         jstr(f, x->pci.busid);
         fprintf(f, ", \"numa\": %d, \"package\": %d}", x->numa, x->package);
     }

@@ -71,6 +71,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     FZ_ASSERT(t->nnuma >= 1 && t->ncores >= 1 && t->ngpus >= 0 && t->nnics >= 0);
     fr_topo_print(devnull, t);
+    /* GPU indices are unique, and a CUDA index is the GPU's own */
+    for (int g = 0; g < t->ngpus; g++) {
+        FZ_ASSERT(t->gpu[g].cuda < 0 || t->gpu[g].cuda == t->gpu[g].index);
+        for (int k = 0; k < g; k++) FZ_ASSERT(t->gpu[k].index != t->gpu[g].index);
+    }
+    for (int n = 0; n < t->nnics; n++) FZ_ASSERT(t->nic[n].kind >= 0 && t->nic[n].kind < FR_NIC_NKINDS);
     for (int g = 0; g < t->ngpus; g++)
         for (int n = 0; n < t->nnics; n++) fr_topo_gpu_nic_distance(t, g, n);
 
@@ -85,6 +91,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (int i = 0; i < p.nranks; i++) {
                 const fr_plan_rank_t *r = &p.rank[i];
                 FZ_ASSERT(r->gpu < t->ngpus && r->nic < t->nnics && r->numa < t->nnuma);
+                FZ_ASSERT(r->gpu < 0 || fr_topo_gpu_usable(t, r->gpu));
                 /* a bound rank gets a core at least (the node has one) */
                 FZ_ASSERT(p.mode == FR_BIND_NONE || r->ncores >= 1);
                 for (int k = 0; k < r->ncores; k++)

@@ -379,6 +379,16 @@ run_one 6 "FASTREDUCE_BIND=core FASTREDUCE_NODE_SIZE=2" test_bind
 run_one 2 "FASTREDUCE_BIND=auto" test_bind
 run_one 3 "FASTREDUCE_BIND=gpu" test_bind
 run_one 2 "FASTREDUCE_BIND=gpu FASTREDUCE_TOPO_XML=${srcdir:-$(dirname "$0")/..}/topologies/dgx-8gpu.xml" test_bind
+# GPUs with and without CUDA devices (gpu-mixed-cuda.xml: cuda0 and cuda1 on
+# NUMA 1, two GPUs without one on NUMA 0): each rank is given a CUDA GPU by
+# its CUDA index, near it, with the RoCE NIC beside them; CUDA_VISIBLE_DEVICES
+# is already applied in hwloc's CUDA devices, so it changes nothing.
+run_one 2 "FASTREDUCE_BIND=gpu FASTREDUCE_REPORT_BINDINGS=1 CUDA_VISIBLE_DEVICES=2,3 FASTREDUCE_TOPO_XML=${srcdir:-$(dirname "$0")/..}/topologies/gpu-mixed-cuda.xml" test_bind
+ngb=0
+for r in 0 1; do
+    grep -qE "fastreduce BIND host .* rank $r local $r/2 bind gpu: cpus .* numa 1 gpu $r nic mlx5_0 " "$last_log" && ngb=$((ngb + 1))
+done
+pass_fail "$([ "$ngb" = 2 ] && echo 1 || echo 0)" "np=2 gpu-mixed-cuda.xml: $ngb of 2 ranks given cuda0/cuda1 on NUMA 1 with mlx5_0 (log: $last_log)"
 
 # Nodes named per rank with FASTREDUCE_HOSTID, interleaved (0,2,4 | 1,3,5).
 SRCDIR=${srcdir:-$(dirname "$0")/..}

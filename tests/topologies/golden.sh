@@ -98,13 +98,46 @@ if [ -f "$here/one-core.xml" ]; then
 fi
 if [ -f "$here/gpu-bad-index.xml" ]; then
     # CUDA OS devices named cuda2147483647 and cuda-2: no usable index, discovery order kept
-    expect "gpu-bad-index: an index past any device is not taken" gpu-bad-index.txt "^  GPU 0  cuda2147483647 "
-    expect "gpu-bad-index: a negative index is not taken" gpu-bad-index.txt "^  GPU 1  cuda-2 "
+    expect "gpu-bad-index: an index past any device is not taken" gpu-bad-index.txt \
+        "^  GPU 0 +cuda2147483647 .*\\(index: PCI order\\)\$"
+    expect "gpu-bad-index: a negative index is not taken" gpu-bad-index.txt "^  GPU 1 +cuda-2 .*\\(index: PCI order\\)\$"
 fi
 if [ -f "$here/cpuless-numa.xml" ]; then
     # a memory-only NUMA node (no cores) is never a rank's: both ranks get NUMA 0's core
     expect "cpuless-numa: rank 1 is not put on the NUMA node without cores" cpuless-numa.plan-2.txt "^  1 +0 +0 "
     expect "cpuless-numa: numa mode gives rank 1 a core too" cpuless-numa.numa-2.txt "^  1 +0 +0 "
 fi
+if [ -f "$here/ib-class0c06.xml" ]; then
+    # a ConnectX-3 of PCI class 0x0c06 (not 0x02): found through its OS devices, once with both ports
+    expect "ib-class0c06: the HCA of class 0x0c06 is an InfiniBand NIC" ib-class0c06.txt \
+        "^  NIC mlx4_0 +ib port 2 of 2  netdev ib0,ib1  \\[0000:04:00\\.0\\]\$"
+    expect "ib-class0c06: its ports and interfaces count once" ib-class0c06.txt "^node: .*, 2 NIC\\(s\\)\$"
+    expect "ib-class0c06: the fingerprint counts it" ib-class0c06.txt "^fingerprint: .*-1ib1eth\$"
+    expect "ib-class0c06: ranks take the HCA, not the Ethernet port" ib-class0c06.plan-2.txt "^  1 .* mlx4_0\$"
+    expect "ib-class0c06: its active port (2) in JSON" ib-class0c06.json \
+        '"name": "mlx4_0", "netdev": "ib0,ib1", "kind": "ib", "verbs": true, "port": 2, "ports": 2,'
+fi
+if [ -f "$here/gpu-mixed-cuda.xml" ]; then
+    # GPUs 0000:87 and 0000:8f have CUDA devices cuda0 and cuda1; 0000:07 and 0000:0f have none
+    expect "gpu-mixed-cuda: cuda0 is GPU 0" gpu-mixed-cuda.txt "^  GPU 0 +cuda0 .*\\[0000:87:00\\.0\\]\$"
+    expect "gpu-mixed-cuda: a GPU without a CUDA device is numbered past them" gpu-mixed-cuda.txt \
+        "^  GPU 2 +- .*\\[0000:07:00\\.0\\]  \\(index: PCI order; no CUDA device here\\)\$"
+    expect "gpu-mixed-cuda: no two GPUs share an index" gpu-mixed-cuda.json \
+        '"index": 3, "index_source": "pci", "cuda": -1, "pci_order": 1, "usable": false,'
+    for r in 0 1; do
+        expect "gpu-mixed-cuda: rank $r gets cuda$r on NUMA 1 and the RoCE NIC" gpu-mixed-cuda.plan-2.txt \
+            "^  $r +1 .* $r \\(cuda$r\\) +mlx5_0\$"
+    done
+    expect "gpu-mixed-cuda: 4 ranks share the two CUDA GPUs" gpu-mixed-cuda.plan-4.txt "^  3 +1 .* 1 \\(cuda1\\) "
+    expect "gpu-mixed-cuda: RoCE and Slingshot named from hwloc" gpu-mixed-cuda.txt "^fingerprint: .*-1roce1slingshot\$"
+fi
+for f in "$tmp"/*.txt; do
+    # no plan gives a rank a GPU the topology marks unusable, or one it does not list
+    case $f in *plan*) ;; *) continue ;; esac
+    bad=$(awk '/^  [0-9]+ / && $6 ~ /\(pci/ { print }' "$f" | head -1)
+    if [ -n "$bad" ] && grep -q "no CUDA device here" "${f%.plan-*}.txt" 2>/dev/null; then
+        echo "FAIL: $(basename "$f") gives a rank a GPU without a CUDA device: $bad"; fail=$((fail + 1))
+    fi
+done
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
