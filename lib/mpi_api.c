@@ -92,6 +92,9 @@ void fr_mpi_handles(fr_dtype_t dtype, fr_op_t op, MPI_Datatype *type, MPI_Op *mo
 
 int fr_dtype_from_mpi(MPI_Datatype t)
 {
+    /* MPI defines no reduction on MPI_CHAR, yet both MPIs accept one, as
+     * an integer of C's char: served as that (osu_allreduce's default) */
+    if (t == MPI_CHAR) return CHAR_MIN < 0 ? FR_INT8 : FR_UINT8;
     if (t == MPI_INT8_T || t == MPI_SIGNED_CHAR) return FR_INT8;
     if (t == MPI_UINT8_T || t == MPI_UNSIGNED_CHAR) return FR_UINT8;
     if (t == MPI_INT32_T) return FR_INT32;

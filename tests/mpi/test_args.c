@@ -361,6 +361,7 @@ static void fill_mpi(void *buf, MPI_Datatype dt, int n, int rank, int salt)
         else if (dt == MPI_UINT32_T) ((uint32_t *)buf)[i] = (uint32_t)h;
         else if (dt == MPI_SHORT) ((short *)buf)[i] = (short)v;
         else if (dt == MPI_SIGNED_CHAR) ((signed char *)buf)[i] = (signed char)(v / 4);
+        else if (dt == MPI_CHAR) ((char *)buf)[i] = (char)h;   /* full range: sums wrap */
     }
 }
 
@@ -407,6 +408,7 @@ static void ref_op(void *out, MPI_Datatype dt, MPI_Op op, int n, int salt)
         else if (dt == MPI_UINT32_T) REF_INT(uint32_t, uint32_t);
         else if (dt == MPI_SHORT) REF_INT(short, unsigned);
         else if (dt == MPI_SIGNED_CHAR) REF_INT(signed char, unsigned);
+        else if (dt == MPI_CHAR) REF_INT(char, unsigned);
     }
     free(tmp);
 }
@@ -414,9 +416,10 @@ static void ref_op(void *out, MPI_Datatype dt, MPI_Op op, int n, int salt)
 static void test_fr_allreduce_mpi(void)
 {
     static const char *const tname[] = { "MPI_FLOAT", "MPI_DOUBLE", "MPI_INT", "MPI_LONG", "MPI_UNSIGNED_CHAR",
-                                         "MPI_INT64_T", "MPI_UINT32_T", "MPI_SHORT", "MPI_SIGNED_CHAR" };
+                                         "MPI_INT64_T", "MPI_UINT32_T", "MPI_SHORT", "MPI_SIGNED_CHAR",
+                                         "MPI_CHAR" };
     MPI_Datatype dts[] = { MPI_FLOAT, MPI_DOUBLE, MPI_INT, MPI_LONG, MPI_UNSIGNED_CHAR, MPI_INT64_T,
-                           MPI_UINT32_T, MPI_SHORT, MPI_SIGNED_CHAR };
+                           MPI_UINT32_T, MPI_SHORT, MPI_SIGNED_CHAR, MPI_CHAR };
     MPI_Op ops[] = { MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX };
     const char *opn[] = { "MPI_SUM", "MPI_PROD", "MPI_MIN", "MPI_MAX" };
     int counts[] = { 0, 1, 5, 1000, 65537 };
