@@ -17,6 +17,10 @@
  * Every function returns an fr_status_t; fr_strerror() names it and
  * fr_last_error() gives the calling thread's detail message of the last
  * failure. Library code never aborts the process.
+ *
+ * The groups: @ref fr_version_group, @ref fr_status_group,
+ * @ref fr_types_group, @ref fr_comm_group, @ref fr_coll_group,
+ * @ref fr_device_group, @ref fr_mpi_group and @ref fr_query_group.
  */
 #ifndef FASTREDUCE_H
 #define FASTREDUCE_H
@@ -28,11 +32,37 @@
 extern "C" {
 #endif
 
-#define FR_VERSION_MAJOR 0
-#define FR_VERSION_MINOR 1
-#define FR_VERSION_PATCH 0
+/**
+ * @defgroup fr_version_group Version
+ * The version this header describes, and the one of the library loaded.
+ * @{
+ */
+#define FR_VERSION_MAJOR 0 /**< major version: changes that break the API */
+#define FR_VERSION_MINOR 1 /**< minor version: additions */
+#define FR_VERSION_PATCH 0 /**< patch level: fixes */
 /** The library version as one number: major*10000 + minor*100 + patch. */
 #define FR_VERSION (FR_VERSION_MAJOR * 10000 + FR_VERSION_MINOR * 100 + FR_VERSION_PATCH)
+
+/**
+ * The loaded library's version as a string.
+ * @return a static string such as "0.1.0"
+ */
+const char *fr_version(void);
+
+/**
+ * The loaded library's version as one number, to compare with FR_VERSION
+ * (the header a program was built with).
+ * @return major*10000 + minor*100 + patch
+ */
+int fr_version_number(void);
+/** @} */
+
+/**
+ * @defgroup fr_status_group Status codes and errors
+ * Every call returns one of these; fr_strerror() names it and
+ * fr_last_error() gives the detail of the calling thread's last failure.
+ * @{
+ */
 
 /** Status codes. FR_SUCCESS is 0; every error is positive. */
 typedef enum fr_status {
@@ -54,16 +84,46 @@ typedef enum fr_status {
     FR_ERR_TIMED_OUT,         /**< a wait exceeded its bound */
     FR_ERR_INTERNAL,          /**< a bug in libfastreduce: please report it */
     FR_ERR_CUDA,              /**< a CUDA or NCCL call failed */
-    FR_STATUS_COUNT
+    FR_STATUS_COUNT           /**< the number of status codes (not a status) */
 } fr_status_t;
+
+/**
+ * A static string naming a status.
+ * @param status a status code (any value)
+ * @return "FR_ERR_ROOT: root out of range" and the like; a string saying
+ *         the code is unknown for a value out of range
+ */
+const char *fr_strerror(fr_status_t status);
+
+/**
+ * The calling thread's detail message for its last failed call (the
+ * backend's own message where there is one, as ncclGetLastError).
+ * @return the message, or "" when none failed; valid until the thread's
+ *         next failing call
+ */
+const char *fr_last_error(void);
+/** @} */
+
+/**
+ * @defgroup fr_types_group Datatypes and operations
+ * Element types and reductions (docs/datatypes.md gives the results bit
+ * for bit).
+ * @{
+ */
 
 /** Element types. */
 typedef enum fr_dtype {
-    FR_INT8 = 0, FR_UINT8, FR_INT32, FR_UINT32, FR_INT64, FR_UINT64,
+    FR_INT8 = 0,  /**< int8_t */
+    FR_UINT8,     /**< uint8_t */
+    FR_INT32,     /**< int32_t */
+    FR_UINT32,    /**< uint32_t */
+    FR_INT64,     /**< int64_t */
+    FR_UINT64,    /**< uint64_t */
     FR_FLOAT16,   /**< IEEE 754 binary16 */
     FR_BFLOAT16,  /**< bfloat16: the upper 16 bits of a binary32 */
-    FR_FLOAT32, FR_FLOAT64,
-    FR_DTYPE_COUNT
+    FR_FLOAT32,   /**< IEEE 754 binary32 (float) */
+    FR_FLOAT64,   /**< IEEE 754 binary64 (double) */
+    FR_DTYPE_COUNT /**< the number of types (not a type) */
 } fr_dtype_t;
 
 /**
@@ -74,9 +134,41 @@ typedef enum fr_dtype {
  * (integers: C division, truncating toward zero), like ncclAvg.
  */
 typedef enum fr_op {
-    FR_SUM = 0, FR_PROD, FR_MIN, FR_MAX, FR_AVG,
-    FR_OP_COUNT
+    FR_SUM = 0,   /**< sum */
+    FR_PROD,      /**< product */
+    FR_MIN,       /**< minimum */
+    FR_MAX,       /**< maximum */
+    FR_AVG,       /**< sum over the number of ranks */
+    FR_OP_COUNT   /**< the number of operations (not an operation) */
 } fr_op_t;
+
+/**
+ * Size of one element.
+ * @param dtype a datatype
+ * @return its size in bytes, 0 for an unknown type
+ */
+size_t fr_dtype_size(fr_dtype_t dtype);
+
+/**
+ * Name of a datatype.
+ * @param dtype a datatype
+ * @return "float32" and the like, "?" when unknown
+ */
+const char *fr_dtype_name(fr_dtype_t dtype);
+
+/**
+ * Name of an operation.
+ * @param op an operation
+ * @return "sum" and the like, "?" when unknown
+ */
+const char *fr_op_name(fr_op_t op);
+/** @} */
+
+/**
+ * @defgroup fr_comm_group Communicators
+ * A communicator is made from an MPI intra-communicator, collectively.
+ * @{
+ */
 
 /** Pass as sendbuf to fr_allreduce() to reduce recvbuf in place. */
 #define FR_IN_PLACE ((const void *)1)
@@ -100,6 +192,7 @@ typedef struct fr_config {
                                  the topology (else at the first device-buffer call, on that buffer's GPU) */
 } fr_config_t;
 
+/** An fr_config_t with every field taken from the environment or the default. */
 #define FR_CONFIG_INIT { FR_VERSION, NULL, NULL, NULL, 0, 0 }
 
 /**
@@ -119,22 +212,50 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
 
 /**
  * Destroy a communicator and free everything it holds. Collective over the
- * communicator's ranks. @p comm may be NULL (nothing happens). Calls on a
- * destroyed handle are undefined; keep handles NULL after destroying them.
+ * communicator's ranks: each rank's last collective on it completes
+ * before any rank's resources go.
+ *
+ * @param comm a communicator, or NULL (nothing happens); a destroyed or
+ *             unknown handle is refused with FR_ERR_BAD_COMM, never read
+ * @return FR_SUCCESS, FR_ERR_BAD_COMM, FR_ERR_MPI or FR_ERR_TIMED_OUT
  */
 fr_status_t fr_comm_destroy(fr_comm_t comm);
 
-/** Rank of the caller in @p comm (or -1 for a bad handle). */
+/**
+ * The caller's rank.
+ * @param comm a communicator
+ * @return the rank in @p comm, or -1 for a bad handle
+ */
 int fr_comm_rank(fr_comm_t comm);
-/** Number of ranks in @p comm (or -1 for a bad handle). */
+
+/**
+ * The number of ranks.
+ * @param comm a communicator
+ * @return the size of @p comm, or -1 for a bad handle
+ */
 int fr_comm_size(fr_comm_t comm);
+/** @} */
+
+/**
+ * @defgroup fr_coll_group Collectives
+ * Blocking allreduce and broadcast on host or device buffers: every rank
+ * of the communicator calls them in the same order with matching
+ * arguments.
+ * @{
+ */
 
 /**
  * Combine @p count elements from every rank with @p op and give every rank
- * the result in @p recvbuf. Pass FR_IN_PLACE as @p sendbuf to use recvbuf as
- * input. Buffers may be NULL only when count is 0. sendbuf and recvbuf must
- * not overlap unless they are the same pointer (treated as in place).
+ * the result in @p recvbuf. Buffers may be NULL only when count is 0.
  *
+ * @param sendbuf this rank's input, or FR_IN_PLACE to take it from
+ *                @p recvbuf; it must not overlap @p recvbuf unless it is
+ *                the same pointer (then treated as in place)
+ * @param recvbuf receives the result
+ * @param count   elements in each buffer (the same on every rank)
+ * @param dtype   the element type
+ * @param op      the reduction
+ * @param comm    the communicator
  * @return FR_SUCCESS, FR_ERR_BAD_COMM, FR_ERR_NULL_POINTER, FR_ERR_COUNT,
  *         FR_ERR_INVALID_ARG (unknown dtype or op, partly overlapping buffers),
  *         FR_ERR_UNSUPPORTED_OP, or a transport error.
@@ -144,16 +265,29 @@ fr_status_t fr_allreduce(const void *sendbuf, void *recvbuf, size_t count,
 
 /**
  * Copy @p count elements of @p buf on rank @p root to @p buf on every rank.
+ *
+ * @param buf   the data on @p root; receives it on the other ranks
+ * @param count elements (the same on every rank)
+ * @param dtype the element type
+ * @param root  the rank whose data is sent
+ * @param comm  the communicator
  * @return FR_SUCCESS, FR_ERR_BAD_COMM, FR_ERR_NULL_POINTER, FR_ERR_COUNT,
  *         FR_ERR_ROOT, FR_ERR_INVALID_ARG, or a transport error.
  */
 fr_status_t fr_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm);
+/** @} */
+
+/**
+ * @defgroup fr_device_group Device buffers on a CUDA stream
+ * @{
+ */
 
 /**
  * fr_allreduce() and fr_bcast() on a CUDA stream (@p stream is a
  * cudaStream_t; NULL is the legacy default stream).
  *
- * Buffers are told apart with cudaPointerGetAttributes: device memory goes
+ * Buffers are told apart with the CUDA driver's cuPointerGetAttribute
+ * (which creates no context): device memory goes
  * to NCCL (the table's nccl, nccl_ring or nccl_tree), or to the host-staged
  * path where NCCL cannot serve it; host, pinned and managed memory take the
  * host algorithms. The plain calls use the legacy default stream and return
@@ -169,13 +303,30 @@ fr_status_t fr_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_com
  * unusable on every rank: the job should stop. Without CUDA built in, a
  * device buffer gives FR_ERR_NOT_SUPPORTED.
  *
+ *
+ * @param sendbuf, recvbuf, count, dtype, op, comm as fr_allreduce()
+ * @param stream  a cudaStream_t, or NULL for the legacy default stream
  * @return as fr_allreduce() / fr_bcast(), and FR_ERR_CUDA when a CUDA or
  *         NCCL call fails.
  */
 fr_status_t fr_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count, fr_dtype_t dtype, fr_op_t op,
                                 fr_comm_t comm, void *stream);
-/** See fr_allreduce_stream(). */
+
+/**
+ * fr_bcast() on a CUDA stream, as fr_allreduce_stream().
+ * @param buf, count, dtype, root, comm as fr_bcast()
+ * @param stream a cudaStream_t, or NULL for the legacy default stream
+ * @return as fr_allreduce_stream()
+ */
 fr_status_t fr_bcast_stream(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm, void *stream);
+/** @} */
+
+/**
+ * @defgroup fr_mpi_group MPI's signature
+ * Drop-in calls for MPI programs; the PMPI interposer (libfastreduce-mpi)
+ * serves MPI_Allreduce and MPI_Bcast through them.
+ * @{
+ */
 
 /**
  * MPI_Allreduce's signature, served by libfastreduce where it can:
@@ -184,6 +335,10 @@ fr_status_t fr_bcast_stream(void *buf, size_t count, fr_dtype_t dtype, int root,
  * The fr_comm_t is created at the first call on @p comm, cached on it as an
  * attribute, and destroyed when @p comm is freed (or at MPI_Finalize).
  * Device buffers go to PMPI_Allreduce() in a build without CUDA.
+ * MPI_CHAR is served as an integer of C's char (MPI defines no reduction
+ * on it, but both MPIs accept one).
+ *
+ * @param sendbuf, recvbuf, count, datatype, op, comm as MPI_Allreduce()
  * @return MPI_SUCCESS or an MPI error class; as with MPI's own calls, an
  *         error also goes to @p comm's error handler.
  */
@@ -199,44 +354,52 @@ int FR_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dat
  * MPI_Pack at the root and unpacked with MPI_Unpack elsewhere, through a
  * buffer of those bytes. That buffer is host memory: with device buffers
  * in a CUDA build, the ranks of one call must all name such types or all
- * predefined types without padding. Returns and errors as FR_Allreduce().
+ * predefined types without padding.
+ *
+ * @param buffer, count, datatype, root, comm as MPI_Bcast()
+ * @return as FR_Allreduce()
  */
 int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+/** @} */
 
 /**
- * The name of the algorithm that fr_allreduce() would run for these
- * arguments on @p comm (the same on every rank), or NULL for a bad handle
- * or bad arguments (unknown type or op, a root out of range, a count that
- * overflows).
- * Useful for benchmarks and logs; it moves no data.
+ * @defgroup fr_query_group Which algorithm a call takes
+ * For benchmarks and logs: these move no data.
+ * @{
+ */
+
+/**
+ * The algorithm fr_allreduce() would run on host buffers.
+ * @param comm, count, dtype, op as fr_allreduce()
+ * @return its name (the same on every rank), or NULL for a bad handle or
+ *         bad arguments (unknown type or op, a count that overflows)
  */
 const char *fr_allreduce_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op);
-/** The same for fr_bcast(). */
-const char *fr_bcast_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root);
+
 /**
- * The same for device buffers (fr_allreduce() on CUDA memory): nccl,
+ * The algorithm fr_bcast() would run on host buffers.
+ * @param comm, count, dtype, root as fr_bcast()
+ * @return its name, or NULL for a bad handle or bad arguments (a root out
+ *         of range among them)
+ */
+const char *fr_bcast_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root);
+
+/**
+ * The algorithm fr_allreduce() would run on device buffers: nccl,
  * nccl_ring, nccl_tree or staged. Before the communicator's first device
  * call, which sets NCCL up, it answers as if NCCL comes up.
+ * @param comm, count, dtype, op as fr_allreduce()
+ * @return its name, or NULL as fr_allreduce_algorithm()
  */
 const char *fr_allreduce_algorithm_device(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op);
-/** The same for fr_bcast(). */
+
+/**
+ * The algorithm fr_bcast() would run on device buffers.
+ * @param comm, count, dtype, root as fr_bcast()
+ * @return its name, or NULL as fr_bcast_algorithm()
+ */
 const char *fr_bcast_algorithm_device(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root);
-
-/** A static string naming @p status ("FR_ERR_ROOT: root out of range"). */
-const char *fr_strerror(fr_status_t status);
-
-/** The calling thread's detail message for its last failed call ("" if none). */
-const char *fr_last_error(void);
-
-/** Size in bytes of one element of @p dtype (0 for an unknown type). */
-size_t fr_dtype_size(fr_dtype_t dtype);
-
-/** Name of a datatype ("float32") or op ("sum"); "?" when unknown. */
-const char *fr_dtype_name(fr_dtype_t dtype);
-const char *fr_op_name(fr_op_t op);
-
-/** Library version string, e.g. "0.1.0". */
-const char *fr_version(void);
+/** @} */
 
 #ifdef __cplusplus
 }

@@ -54,3 +54,8 @@ const char *fr_version(void)
 {
     return FR_STR(FR_VERSION_MAJOR) "." FR_STR(FR_VERSION_MINOR) "." FR_STR(FR_VERSION_PATCH);
 }
+
+int fr_version_number(void)
+{
+    return FR_VERSION;
+}

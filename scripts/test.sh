@@ -21,6 +21,14 @@ for mpi in openmpi mpich; do
         echo "=== $mpi: BUILD FAILED"; failed=$((failed + 1)); status=1; continue
     fi
     grep -E '^#define FR_BUILT_(CUDA|NCCL) ' "$top/build-$mpi/config.h" | sed 's/^#define /    /'
+    if [ "$mpi" = openmpi ]; then
+        echo "=== make doc (the public header's reference; warnings are errors)"
+        if (cd "$top/build-$mpi" && make doc >doc.out 2>&1); then
+            echo "doc: passed"; passed=$((passed + 1))
+        else
+            echo "doc: FAILED"; tail -20 "$top/build-$mpi/doc.out"; failed=$((failed + 1)); status=1
+        fi
+    fi
     echo "=== $mpi: make check"
     log="$top/build-$mpi/check.out"
     (cd "$top/build-$mpi" && make check -j1 2>&1) | tee "$log" | grep -E "^(PASS|FAIL|ERROR|XFAIL|SKIP|# )|passed, .* failed|Synthesis" || true

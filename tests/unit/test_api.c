@@ -53,6 +53,11 @@ Test(api, version)
     cr_assert_not_null(fr_version());
     cr_assert_str_eq(fr_version(), want);
     cr_assert_eq(FR_VERSION, FR_VERSION_MAJOR * 10000 + FR_VERSION_MINOR * 100 + FR_VERSION_PATCH);
+    /* the loaded library's number says the same as its string */
+    int maj, min, pat;
+    cr_assert_eq(sscanf(fr_version(), "%d.%d.%d", &maj, &min, &pat), 3);
+    cr_assert_eq(fr_version_number(), maj * 10000 + min * 100 + pat);
+    cr_assert_eq(fr_version_number(), FR_VERSION);
 }
 
 Test(api, dtype_sizes_and_names)
