@@ -55,11 +55,19 @@ void fr_rankfile_write(FILE *f, const fr_plan_t *p, const fr_launch_t *l, const 
     }
 }
 
-/* ",a:N,b:N" for Open MPI's --host, or ",a,b" for MPICH's -hosts. */
+/* Whether the lines name the nodes: hosts given, or placeholders for several. */
+static int names_nodes(const fr_launch_t *l)
+{
+    return l && (l->hosts || l->nnodes > 1);
+}
+
+/* "a:N,b:N" for Open MPI's --host (@p slots > 0), or "a,b" for MPICH's -hosts. */
 static void host_list(FILE *f, const fr_launch_t *l, int slots)
 {
-    for (int j = 0; l && l->hosts && l->hosts[j]; j++) {
-        fprintf(f, "%s%s", j ? "," : "", l->hosts[j]);
+    char host[256];
+    for (int j = 0; j < fr_launch_nodes(l); j++) {
+        node_name(l, j, host, sizeof host);
+        fprintf(f, "%s%s", j ? "," : "", host);
         if (slots) fprintf(f, ":%d", slots);
     }
 }
@@ -84,7 +92,7 @@ static void openmpi_line(FILE *f, const fr_topo_t *t, const fr_plan_t *p, const 
 {
     int n = p->nranks, k;
     fprintf(f, "  Open MPI: mpirun");
-    if (l && l->hosts) {
+    if (names_nodes(l)) {
         fprintf(f, " --host ");
         host_list(f, l, n);
     }
@@ -124,7 +132,7 @@ void fr_launch_print(FILE *f, const fr_topo_t *t, const fr_plan_t *p, const fr_l
     if (rankfile) openmpi_rankfile(f, t, p, l);
     else openmpi_line(f, t, p, l);
     fprintf(f, "  MPICH:    mpiexec.mpich");
-    if (l && l->hosts) {
+    if (names_nodes(l)) {
         fprintf(f, " -hosts ");
         host_list(f, l, 0);
     }
@@ -135,7 +143,10 @@ void fr_launch_print(FILE *f, const fr_topo_t *t, const fr_plan_t *p, const fr_l
         mpich_user(f, t, p);
     }
     fprintf(f, "\n");
-    if (l && l->hosts) return;
+    if (names_nodes(l)) {
+        if (!(l && l->hosts) && !rankfile) fprintf(f, "  NODE<j>: the host name of node j\n");
+        return;
+    }
     if (rankfile) fprintf(f, "  hostfile: MPICH \"NODE:%d\"\n", n);
     else fprintf(f, "  hostfile: Open MPI \"NODE slots=%d\", MPICH \"NODE:%d\"\n", n, n);
 }
