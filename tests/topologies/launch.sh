@@ -182,8 +182,14 @@ brackets() {
 # fixture_ompi XML LINE: Open MPI's one-line form mapped on the fixture
 fixture_ompi() {
     words "$2"
-    timeout 60 "${WORDS[@]}" --mca ras simulator --mca ras_simulator_num_nodes 1 --mca ras_simulator_slots 4096 \
-        --mca ras_simulator_topo_files "$1" --do-not-launch --display-devel-map true </dev/null >"$tmp/log" 2>&1
+    # mpirun ends --do-not-launch with an error, and now and then crashes
+    # first: what counts is the map it prints, so a run without one is retried
+    local try
+    for try in 1 2 3; do
+        timeout 60 "${WORDS[@]}" --mca ras simulator --mca ras_simulator_num_nodes 1 --mca ras_simulator_slots 4096 \
+            --mca ras_simulator_topo_files "$1" --do-not-launch --display-devel-map true </dev/null >"$tmp/log" 2>&1
+        grep -q 'Binding:' "$tmp/log" && break
+    done
     sed -n 's/.*Data for proc: \[\[[0-9]*,[0-9]*\],\([0-9]*\)\].*/\1/p' "$tmp/log" >"$tmp/ranks"
     grep 'Binding:' "$tmp/log" | sed 's/.*Binding: *//' | while read -r b; do echo "$(brackets "$b")"; done >"$tmp/cores"
     paste -d' ' "$tmp/ranks" "$tmp/cores" | sed 's/ $//' >"$tmp/got"
