@@ -124,7 +124,21 @@ void fr_topo_ranges(const int *v, int n, char *buf, size_t len);
 /* ---- printing (fastreduce-topo) ---------------------------------------- */
 void fr_topo_print(FILE *f, const fr_topo_t *t);
 void fr_topo_print_json(FILE *f, const fr_topo_t *t, const fr_plan_t *plan);
-void fr_plan_print(FILE *f, const fr_topo_t *t, const fr_plan_t *plan);
+/* How the launcher lines name the job's nodes: @p hosts (NULL-terminated)
+ * or @p nnodes placeholders NODE0..; @p rankfile, when set, is the file the
+ * Open MPI line reads (the caller writes it with fr_rankfile_write). */
+typedef struct fr_launch {
+    int          nnodes;         /* nodes in the job; 0 counts as 1 */
+    char *const *hosts;          /* host names, NULL for NODE0.. */
+    const char  *rankfile;       /* file name for Open MPI's --rankfile, NULL for none */
+} fr_launch_t;
+/* The plan as a table, then the launcher lines (@p launch may be NULL). */
+void fr_plan_print(FILE *f, const fr_topo_t *t, const fr_plan_t *plan, const fr_launch_t *launch);
+void fr_launch_print(FILE *f, const fr_topo_t *t, const fr_plan_t *plan, const fr_launch_t *launch);
+/* Open MPI 4.1's rankfile for the whole job: "rank R=HOST slot=CORES" for
+ * every rank of every node, each line prefixed by @p indent. */
+void fr_rankfile_write(FILE *f, const fr_plan_t *plan, const fr_launch_t *launch, const char *indent);
+int fr_launch_nodes(const fr_launch_t *launch);
 
 /* ---- this process ------------------------------------------------------ */
 typedef struct fr_binding {

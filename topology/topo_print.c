@@ -1,5 +1,5 @@
 /* fastreduce-topo's output: the node as text or JSON, and the binding plan
- * with the launcher lines that realise it. */
+ * (its launcher lines are in launch_print.c). */
 #include <stdlib.h>
 #include <string.h>
 #include "hwtopo.h"
@@ -88,72 +88,7 @@ void fr_topo_print(FILE *f, const fr_topo_t *t)
 
 /* ---- the plan -------------------------------------------------------------- */
 
-/* Core c's index among the cores of its package (for Open MPI's rankfile). */
-static int core_in_package(const fr_topo_t *t, int c)
-{
-    int k = 0;
-    for (int i = 0; i < c; i++) k += t->core[i].package == t->core[c].package;
-    return k;
-}
-
-/* Whether rank i holds cores [i*k, (i+1)*k): what --map-by ppr:N:node:PE=k gives. */
-static int ppr_exact(const fr_topo_t *t, const fr_plan_t *p, int *k)
-{
-    *k = p->rank[0].ncores;
-    if (*k < 1 || (long)*k * p->nranks > t->ncores) return 0;
-    for (int i = 0; i < p->nranks; i++) {
-        if (p->rank[i].ncores != *k) return 0;
-        for (int j = 0; j < *k; j++)
-            if (p->rank[i].cores[j] != i * *k + j) return 0;
-    }
-    return 1;
-}
-
-static void launcher_lines(FILE *f, const fr_topo_t *t, const fr_plan_t *p)
-{
-    int n = p->nranks, k;
-    char buf[512];
-    fprintf(f, "\nlaunch %d ranks per node like this:\n", n);
-    if (p->mode == FR_BIND_NONE) {
-        fprintf(f, "  Open MPI: mpirun --map-by ppr:%d:node --bind-to none\n", n);
-        fprintf(f, "  MPICH:    mpiexec.mpich -ppn %d -bind-to none\n", n);
-    } else {
-        if (p->mode == FR_BIND_NUMA)
-            fprintf(f, "  Open MPI: mpirun --map-by ppr:%d:node --rank-by numa --bind-to numa%s\n", n,
-                    n > t->nnuma ? " --oversubscribe" : "");
-        else if (ppr_exact(t, p, &k))
-            fprintf(f, "  Open MPI: mpirun --map-by ppr:%d:node:PE=%d --bind-to core\n", n, k);
-        else {
-            fprintf(f, "  Open MPI: mpirun --map-by ppr:%d:node --rankfile RANKFILE%s, RANKFILE per node:\n", n,
-                    n > t->ncores ? " --oversubscribe" : "");
-            for (int i = 0; i < n; i++) {
-                const fr_plan_rank_t *r = &p->rank[i];
-                fprintf(f, "    rank %d=+n0 slot=", i);
-                for (int j = 0; j < r->ncores; j++)
-                    fprintf(f, "%s%d:%d", j ? "," : "", t->core[r->cores[j]].package < 0 ? 0
-                            : t->core[r->cores[j]].package, core_in_package(t, r->cores[j]));
-                fprintf(f, "\n");
-            }
-        }
-        fprintf(f, "  MPICH:    mpiexec.mpich -ppn %d -bind-to user:", n);
-        for (int i = 0; i < n; i++) {
-            fr_plan_cpulist(t, &p->rank[i], buf, sizeof buf);
-            for (char *c = buf; *c; c++) if (*c == ',') *c = '+';
-            /* hydra wants single PUs joined by '+': expand the ranges */
-            int first = 1;
-            fprintf(f, "%s", i ? "," : "");
-            for (char *tok = strtok(buf, "+"); tok; tok = strtok(NULL, "+")) {
-                int lo, hi;
-                if (sscanf(tok, "%d-%d", &lo, &hi) != 2) hi = lo = atoi(tok);
-                for (int v = lo; v <= hi; v++, first = 0) fprintf(f, "%s%d", first ? "" : "+", v);
-            }
-        }
-        fprintf(f, "\n");
-    }
-    fprintf(f, "  hostfile: Open MPI \"NODE slots=%d\", MPICH \"NODE:%d\"\n", n, n);
-}
-
-void fr_plan_print(FILE *f, const fr_topo_t *t, const fr_plan_t *p)
+void fr_plan_print(FILE *f, const fr_topo_t *t, const fr_plan_t *p, const fr_launch_t *launch)
 {
     char buf[512];
     fprintf(f, "plan for %d rank(s) per node, FASTREDUCE_BIND=%s:\n", p->nranks, fr_bind_mode_name(p->mode));
@@ -173,7 +108,7 @@ void fr_plan_print(FILE *f, const fr_topo_t *t, const fr_plan_t *p)
                 r->ncores ? buf : "-", gpu, r->nic >= 0 ? t->nic[r->nic].name : "-",
                 r->shared ? "  (shares its cores)" : "");
     }
-    launcher_lines(f, t, p);
+    fr_launch_print(f, t, p, launch);
 }
 
 /* ---- JSON ------------------------------------------------------------------ */

@@ -98,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     FZ_ASSERT(r->cores[k] >= 0 && r->cores[k] < t->ncores);
                 fr_plan_cpulist(t, r, buf, sizeof buf);
             }
-            fr_plan_print(devnull, t, &p);
+            fr_plan_print(devnull, t, &p, NULL);
             fr_topo_print_json(devnull, t, &p);
             fr_plan_free(&p);
         }
