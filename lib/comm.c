@@ -149,7 +149,6 @@ static int oversubscribed(MPI_Comm mpi, int rank, int node, MPI_Comm node_comm)
 static void free_comm(struct fr_comm *c)
 {
     fr_device_destroy(c);
-    if (c->topo_held) fr_topo_release();
     fr_shm_destroy(c);
     fr_ucx_destroy(c);
     fr_table_free(&c->table);
@@ -207,7 +206,6 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     /* Before UCX starts: binding and the NIC it is told to use. */
     fr_binding_t bind;
     st = fr_topo_bind(c->mpi, c->rank, &bind);
-    c->topo_held = bind.topo_held;  /* (given back by free_comm, also on failure) */
     FR_CHECK_GOTO(fr_agree(c->mpi, st, "binding"), st, fail);
     c->gpu = bind.gpu;
     snprintf(c->nic, sizeof c->nic, "%s", bind.nic);

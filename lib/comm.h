@@ -53,7 +53,6 @@ struct fr_comm {
     char         nic[32];      /* the NIC chosen for this rank, "" when none */
     char         fingerprint[160]; /* this node's topology fingerprint (tuning tables record it), "" if unknown */
     size_t       llc_share;    /* the machine's last-level cache bytes over its ranks here, 0 if unknown */
-    int          topo_held;    /* holds the process's shared machine topology (topology/bind.c) */
     struct fr_ucx *ucx;        /* UCX worker and endpoints */
     struct fr_shm *shm;        /* the node's shared-memory segment (NULL if none) */
     uint64_t     shm_size;     /* FASTREDUCE_SHM_SIZE as the communicator's rank 0 read it: the same on
