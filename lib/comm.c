@@ -221,7 +221,6 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
              ? FR_SUCCESS : FR_ERROR(FR_ERR_MPI, "MPI_Allreduce over the node failed");
     FR_CHECK_GOTO(fr_agree(c->mpi, st, "node oversubscription"), st, fail);
     if (!fr_env("FASTREDUCE_SPIN") && c->oversubscribed) c->spin = 20; /* yield soon */
-    FR_CHECK_GOTO(fr_ucx_create(c), st, fail);
     /* a node that could not share its segment fails the whole communicator,
      * so the other nodes' ranks do not wait for it below */
     FR_CHECK_GOTO(fr_agree(c->mpi, fr_shm_create(c), "shared memory"), st, fail);
