@@ -174,4 +174,5 @@ const fr_alg_t fr_alg_allreduce_hier = {
             "node count), shared-memory allgather; chunks of chunk=4M (at most a third of FASTREDUCE_SHM_SIZE) "
             "overlap one chunk's ring across the nodes with the next one's shared-memory steps",
     .params = FR_PARAM_CHUNK | FR_PARAM_ACROSS, .chunk_def = HIER_CHUNK_DEFAULT,
+    .needs = FR_NEEDS_UCX,
 };

@@ -40,4 +40,5 @@ const fr_alg_t fr_alg_allreduce_ring = {
     .desc = "reduce-scatter then allgather around the ring of ranks, each step pipelined in chunks; "
             "chunk=bytes per message (default 256K)",
     .params = FR_PARAM_CHUNK, .chunk_def = RING_CHUNK_DEFAULT,
+    .needs = FR_NEEDS_UCX,
 };

@@ -149,4 +149,5 @@ const fr_alg_t fr_alg_allreduce_tree = {
     .desc = "pipelined reduce up a k-ary tree rooted at rank 0, then pipelined broadcast down it; "
             "chunk=bytes per message (default 128K), fanout=k children per rank (default 2, max 64)",
     .params = FR_PARAM_CHUNK | FR_PARAM_FANOUT, .chunk_def = TREE_CHUNK_DEFAULT,
+    .needs = FR_NEEDS_UCX,
 };

@@ -28,4 +28,5 @@ const fr_alg_t fr_alg_bcast_binomial = {
     .run = binomial_run,
     .desc = "binomial tree from the root, the whole message on every edge, log2(n) rounds; "
             "no parameters",
+    .needs = FR_NEEDS_UCX,
 };

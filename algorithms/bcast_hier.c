@@ -67,4 +67,5 @@ const fr_alg_t fr_alg_bcast_hier = {
             "shared memory inside each node, per chunk (chunk=512K, at most a 2-rank node's shm bcast slot less "
             "its 64-byte header)",
     .params = FR_PARAM_CHUNK, .chunk_def = HIER_BCAST_CHUNK,
+    .needs = FR_NEEDS_UCX,
 };

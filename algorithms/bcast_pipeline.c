@@ -53,4 +53,5 @@ const fr_alg_t fr_alg_bcast_pipeline = {
     .desc = "chunked chain from the root through the ranks in ring order, 4 chunks in flight per "
             "link; chunk=bytes per message (default 256K)",
     .params = FR_PARAM_CHUNK, .chunk_def = PIPE_CHUNK_DEFAULT,
+    .needs = FR_NEEDS_UCX,
 };

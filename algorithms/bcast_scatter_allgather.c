@@ -52,4 +52,5 @@ const fr_alg_t fr_alg_bcast_scatter_allgather = {
     .desc = "binomial scatter of n blocks then ring allgather (van de Geijn); "
             "chunk=bytes per ring message (default 256K)",
     .params = FR_PARAM_CHUNK, .chunk_def = SAG_CHUNK_DEFAULT,
+    .needs = FR_NEEDS_UCX,
 };

@@ -197,9 +197,11 @@ typedef struct fr_config {
 
 /**
  * Create a communicator over the ranks of @p mpi_comm. Collective: every
- * rank of @p mpi_comm must call it. It duplicates @p mpi_comm, exchanges UCX
- * worker addresses, maps the node's shared-memory segment, and loads the
- * tuning table on rank 0 and broadcasts it.
+ * rank of @p mpi_comm must call it. It duplicates @p mpi_comm, maps the
+ * node's shared-memory segment, and loads the tuning table on rank 0 and
+ * broadcasts it. The UCX worker and endpoints are made by the first call
+ * whose algorithm needs them, on every rank in that same call; if that
+ * fails, the call returns FR_ERR_UCX on every rank.
  *
  * @param mpi_comm an intra-communicator (MPI must be initialized)
  * @param config   NULL, or settings that override the environment

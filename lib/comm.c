@@ -149,7 +149,6 @@ static int oversubscribed(MPI_Comm mpi, int rank, int node, MPI_Comm node_comm)
 static void free_comm(struct fr_comm *c)
 {
     fr_device_destroy(c);
-    if (c->topo_held) fr_topo_release();
     fr_shm_destroy(c);
     fr_ucx_destroy(c);
     fr_table_free(&c->table);
@@ -207,7 +206,6 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     /* Before UCX starts: binding and the NIC it is told to use. */
     fr_binding_t bind;
     st = fr_topo_bind(c->mpi, c->rank, &bind);
-    c->topo_held = bind.topo_held;  /* (given back by free_comm, also on failure) */
     FR_CHECK_GOTO(fr_agree(c->mpi, st, "binding"), st, fail);
     c->gpu = bind.gpu;
     snprintf(c->nic, sizeof c->nic, "%s", bind.nic);
@@ -223,7 +221,6 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
              ? FR_SUCCESS : FR_ERROR(FR_ERR_MPI, "MPI_Allreduce over the node failed");
     FR_CHECK_GOTO(fr_agree(c->mpi, st, "node oversubscription"), st, fail);
     if (!fr_env("FASTREDUCE_SPIN") && c->oversubscribed) c->spin = 20; /* yield soon */
-    FR_CHECK_GOTO(fr_ucx_create(c), st, fail);
     /* a node that could not share its segment fails the whole communicator,
      * so the other nodes' ranks do not wait for it below */
     FR_CHECK_GOTO(fr_agree(c->mpi, fr_shm_create(c), "shared memory"), st, fail);

@@ -53,8 +53,9 @@ struct fr_comm {
     char         nic[32];      /* the NIC chosen for this rank, "" when none */
     char         fingerprint[160]; /* this node's topology fingerprint (tuning tables record it), "" if unknown */
     size_t       llc_share;    /* the machine's last-level cache bytes over its ranks here, 0 if unknown */
-    int          topo_held;    /* holds the process's shared machine topology (topology/bind.c) */
-    struct fr_ucx *ucx;        /* UCX worker and endpoints */
+    struct fr_ucx *ucx;        /* UCX worker and endpoints, NULL until the first call that needs them */
+    int          ucx_state;    /* 0: not set up yet, 1: ready, -1: the set-up failed on every rank (ucx_why) */
+    char         ucx_why[256];
     struct fr_shm *shm;        /* the node's shared-memory segment (NULL if none) */
     uint64_t     shm_size;     /* FASTREDUCE_SHM_SIZE as the communicator's rank 0 read it: the same on
                                   every rank (lib/shm.c, fr_shm_create) */
@@ -107,7 +108,11 @@ typedef struct fr_alg {
     uint64_t    chunk_def;                  /* its chunk size when the rule gives none (FR_PARAM_CHUNK) */
     /* where that depends on the call, the chunk size for @p call (NULL: chunk_def) */
     uint64_t    (*chunk_for)(const fr_call_t *call);
+    unsigned    needs;                      /* FR_NEEDS_*: what fr_dispatch sets up before it runs */
 } fr_alg_t;
+
+/* Transports an algorithm uses that a communicator makes on first use. */
+enum { FR_NEEDS_UCX = 1u };
 
 /* The chunk size @p a takes for @p call when the rule gives none. */
 static inline uint64_t fr_alg_chunk_default(const fr_alg_t *a, const fr_call_t *call)

@@ -216,8 +216,11 @@ static void make_keys(void)
               PMPI_Comm_set_attr(MPI_COMM_SELF, self_key, NULL) == MPI_SUCCESS;
 }
 
-static fr_comm_t cached_comm(MPI_Comm mc)
+/* The fr_comm_t cached on @p mc, made now if there is none; *setup: the
+ * seconds spent making it (0 when it was cached). */
+static fr_comm_t cached_comm(MPI_Comm mc, double *setup)
 {
+    *setup = 0;
     /* once per process, whichever thread comes first */
     pthread_once(&keys_once, make_keys);
     if (!keys_ok) return NULL;
@@ -225,6 +228,7 @@ static fr_comm_t cached_comm(MPI_Comm mc)
     int found = 0;
     PMPI_Comm_get_attr(mc, comm_key, &val, &found);
     if (found) return ((cached_t *)val)->comm;
+    double t0 = PMPI_Wtime();
     cached_t *e = calloc(1, sizeof *e);
     fr_status_t st = e ? FR_SUCCESS : FR_ERROR(FR_ERR_NO_MEMORY, "no memory for the communicator cache");
     st = fr_agree(mc, st, "FR_* communicator cache");
@@ -241,6 +245,7 @@ static fr_comm_t cached_comm(MPI_Comm mc)
     cache_list = e;
     pthread_mutex_unlock(&cache_lock);
     PMPI_Comm_set_attr(mc, comm_key, e);
+    *setup = PMPI_Wtime() - t0;
     return fc;
 }
 
@@ -292,13 +297,14 @@ int fr_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
     int dt = fr_dtype_from_mpi(datatype);
     int fop = op == MPI_SUM ? FR_SUM : op == MPI_PROD ? FR_PROD : op == MPI_MIN ? FR_MIN : op == MPI_MAX ? FR_MAX : -1;
     fr_comm_t fc = NULL;
+    double setup = 0;
     /* (MPI_IN_PLACE as recvbuf is erroneous: MPI says so in its own way) */
     const char *why = dt < 0 ? "datatype" : fop < 0 ? "op" : count < 0 ? "count" :
                       recvbuf == MPI_IN_PLACE ? "MPI_IN_PLACE as recvbuf" : !usable(comm) ? "communicator" :
                       device_unserved(recvbuf, count) || device_unserved(sendbuf, count) ?
                       "device memory (built without CUDA)" :
-                      !(fc = cached_comm(comm)) ? "fastreduce declined the communicator" : NULL;
-    if (how) *how = (fr_mpi_served_t){ .served = !why, .what = why };
+                      !(fc = cached_comm(comm, &setup)) ? "fastreduce declined the communicator" : NULL;
+    if (how) *how = (fr_mpi_served_t){ .served = !why, .what = why, .setup = setup };
     if (why) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     const void *s = sendbuf == MPI_IN_PLACE ? FR_IN_PLACE : sendbuf;
     fr_status_t st = fr_allreduce(s, recvbuf, (size_t)count, (fr_dtype_t)dt, (fr_op_t)fop, fc);
@@ -385,6 +391,7 @@ int fr_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_C
 {
     MPI_Count size = 0;
     fr_comm_t fc = NULL;
+    double setup = 0;
     /* (every reason here is the same on every rank of a correct program:
      * the message's bytes are, whatever datatype each rank names; the
      * size in an MPI_Count, as an element of 2 GiB or more has no int size) */
@@ -392,8 +399,8 @@ int fr_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_C
         !usable(comm) ? "communicator" : PMPI_Type_size_x(datatype, &size) != MPI_SUCCESS || size < 0 ? "datatype" :
         size > 0 && (unsigned long long)count > (unsigned long long)(PTRDIFF_MAX / size) ? "count" :
         device_unserved(buffer, count) ? "device memory (built without CUDA)" :
-        !(fc = cached_comm(comm)) ? "fastreduce declined the communicator" : NULL;
-    if (how) *how = (fr_mpi_served_t){ .served = !why, .what = why };
+        !(fc = cached_comm(comm, &setup)) ? "fastreduce declined the communicator" : NULL;
+    if (how) *how = (fr_mpi_served_t){ .served = !why, .what = why, .setup = setup };
     if (why) return PMPI_Bcast(buffer, count, datatype, root, comm);
     fr_status_t st = bcast_bytes(buffer, count, datatype, size, root, fc, comm);
     if (how) {

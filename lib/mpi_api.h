@@ -22,6 +22,8 @@ typedef struct fr_mpi_served {
     const char *what;     /* served: the algorithm; passed: why ("datatype", "op", "communicator", ...) */
     double      bytes;    /* served: the message size */
     int         nranks;   /* served: the communicator's size */
+    double      setup;    /* seconds this call spent making the communicator's fr_comm_t (0: it was cached);
+                             a call it declined is passed on (what: "fastreduce declined ...") */
 } fr_mpi_served_t;
 
 /* FR_Allreduce / FR_Bcast, saying in *how (if not NULL) what happened.

@@ -17,8 +17,14 @@ typedef struct fr_req {
 
 #define FR_REQ_INIT { NULL, 0, 0, 0 }
 
-/* Create the UCX worker and connect to every rank of comm (collective). */
-fr_status_t fr_ucx_create(struct fr_comm *comm);
+/* Create the UCX worker and connect to every rank of comm, unless done
+ * (collective: fr_dispatch calls it, on every rank alike, before the first
+ * algorithm that needs UCX). Its waits are bounded by FASTREDUCE_TIMEOUT.
+ * A failure is every rank's: FR_ERR_UCX (or the failed rank's status) on
+ * all, the communicator still usable by algorithms without UCX, and later
+ * calls fail at once with the same reason; a timeout or an MPI failure
+ * breaks the communicator instead. */
+fr_status_t fr_ucx_setup(struct fr_comm *comm);
 /* Close the endpoints and the worker (local: also what a broken
  * communicator does at once, with requests still posted). */
 void fr_ucx_destroy(struct fr_comm *comm);

@@ -10,6 +10,7 @@
 #include "device.h"
 #include "settings.h"
 #include "log.h"
+#include "p2p.h"
 #include "reduce.h"
 #include "wait.h"
 
@@ -355,6 +356,10 @@ fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
                     call->coll == FR_COLL_BCAST ? " from root" : "", a->name, why);
         }
         if (comm->check && !setup) st = fr_check_agreement(comm, call, alg_index(a));
+        /* The first algorithm that needs UCX makes the worker and
+         * endpoints: every rank chose it, so every rank is here (after the
+         * check, so that a rank calling otherwise is named first). */
+        if (st == FR_SUCCESS && (a->needs & FR_NEEDS_UCX) && comm->ucx_state <= 0) st = fr_ucx_setup(comm);
     }
     if (st == FR_SUCCESS) {
         st = a->run(call, comm);

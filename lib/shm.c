@@ -270,8 +270,13 @@ static int map_segment(struct fr_comm *comm, fr_shm_t *s, int use_memfd, size_t 
                      (unsigned long)ts.tv_nsec);
             fd = shm_open(msg.name, O_CREAT | O_EXCL | O_RDWR, 0600);
         }
+        /* A memfd only gets its size: its pages come at first touch (see
+         * prefault). A named segment lives in /dev/shm, which may be full,
+         * and is reserved whole, so that no touch of it is a SIGBUS. */
         if (fd < 0) err = errno;
-        else if ((err = posix_fallocate(fd, 0, (off_t)s->size)) == 0 && fstat(fd, &st) != 0) err = errno;
+        else if (use_memfd) err = ftruncate(fd, (off_t)s->size) == 0 ? 0 : errno;
+        else err = posix_fallocate(fd, 0, (off_t)s->size);
+        if (fd >= 0 && !err && fstat(fd, &st) != 0) err = errno;
         if (fd >= 0 && err) {
             close(fd);
             fd = -1;
@@ -310,7 +315,7 @@ static int map_segment(struct fr_comm *comm, fr_shm_t *s, int use_memfd, size_t 
         }
     }
     if (fd >= 0) {
-        s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+        s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (s->base == MAP_FAILED) { err = errno; s->base = NULL; }
     }
     /* Everyone has mapped it (or failed): the creator's descriptor, which the
@@ -324,6 +329,28 @@ static int map_segment(struct fr_comm *comm, fr_shm_t *s, int use_memfd, size_t 
     if (s->base) munmap(s->base, s->size);
     s->base = NULL;
     return rc != MPI_SUCCESS ? SEG_MPI : any[1] ? SEG_SIZE : any[0];
+}
+
+/* Map the pages of [from, to) of the segment now (writable, as a store
+ * would). Where the kernel cannot (MADV_POPULATE_WRITE is Linux 5.14), a
+ * read of each page maps it; a page left out only costs a fault later. */
+static void populate(char *from, char *to)
+{
+#ifdef MADV_POPULATE_WRITE
+    if (madvise(from, (size_t)(to - from), MADV_POPULATE_WRITE) == 0) return;
+#endif
+    for (volatile char *p = from; p < to; p += 4096) (void)*p;
+}
+
+/* The flags and the rings of small messages are mapped at creation, so
+ * that no small call takes a page fault; the large allreduce and bcast
+ * buffers (most of the segment) are mapped by the first calls that use
+ * them, so a communicator that never moves a large message never pays for
+ * them. */
+static void prefault(fr_shm_t *s)
+{
+    populate((char *)s->base, s->red);
+    populate(s->bsmall, (char *)s->base + s->size);
 }
 
 /* FASTREDUCE_SHM_STREAM: -1 auto, 0, 1; auto:R sets *slow to R (else
@@ -494,6 +521,7 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
                         size, strerror(err));
     }
     layout(s, per_rank);
+    prefault(s);
     comm->shm = s;
     FR_INFO(FR_SUB_SHM, "shm segment of %zu bytes for %d local ranks (allreduce slot %zu, bcast slot %zu); "
             "stores into it: %s; results of %zu bytes or more are streamed (last-level cache share %zu)", s->size,

@@ -1,6 +1,7 @@
 /* Point-to-point transfers over UCX ucp tag matching (see p2p.h). One UCP
  * context per process, shared by the communicators; one worker and one
  * endpoint per peer for each communicator. */
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -80,21 +81,18 @@ static void ctx_put(void)
     pthread_mutex_unlock(&ctx_lock);
 }
 
-fr_status_t fr_ucx_create(struct fr_comm *comm)
+/* This rank's worker (comm->ucx, also on failure, for fr_ucx_destroy),
+ * a copy of its address in *addr (malloc'd) and the endpoint array. Local. */
+static fr_status_t worker_open(struct fr_comm *comm, void **addr, size_t *addr_len)
 {
-    fr_status_t st = ctx_get();
-    if (st != FR_SUCCESS) return fr_agree(comm->mpi, st, "UCX initialisation");
+    FR_CHECK(ctx_get());
     struct fr_ucx *u = calloc(1, sizeof *u);
-    int *lens = NULL, *displs = NULL;
-    char *all = NULL;
-    ucp_address_t *addr = NULL;
-    size_t addr_len = 0;
-    int have_addr = 0;
-    if (!u) { ctx_put(); st = FR_ERROR(FR_ERR_NO_MEMORY, "UCX: out of memory"); return fr_agree(comm->mpi, st, "UCX"); }
+    if (!u) { ctx_put(); return FR_ERROR(FR_ERR_NO_MEMORY, "UCX: out of memory"); }
     comm->ucx = u;
     u->size = comm->size;
     u->failed = -1;
-
+    u->eps = calloc((size_t)comm->size, sizeof(ucp_ep_h));
+    if (!u->eps) return FR_ERROR(FR_ERR_NO_MEMORY, "UCX: out of memory");
     ucp_worker_params_t wp;
     memset(&wp, 0, sizeof wp);
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -103,32 +101,29 @@ fr_status_t fr_ucx_create(struct fr_comm *comm)
      * MULTIPLE); UCX takes a lock only for UCS_THREAD_MODE_MULTI */
     wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
     ucs_status_t us = ucp_worker_create(ctx, &wp, &u->worker);
-    if (us != UCS_OK) { u->worker = NULL; st = FR_ERROR(FR_ERR_UCX, "ucp_worker_create: %s", ucs_status_string(us)); goto fail_agree; }
+    if (us != UCS_OK) {
+        u->worker = NULL;
+        return FR_ERROR(FR_ERR_UCX, "ucp_worker_create: %s", ucs_status_string(us));
+    }
     if (ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK) u->efd = -1;
-    us = ucp_worker_get_address(u->worker, &addr, &addr_len);
-    if (us != UCS_OK) { st = FR_ERROR(FR_ERR_UCX, "ucp_worker_get_address: %s", ucs_status_string(us)); goto fail_agree; }
-    have_addr = 1;
-    lens = malloc(sizeof(int) * (size_t)comm->size);
-    displs = malloc(sizeof(int) * (size_t)comm->size);
-    u->eps = calloc((size_t)comm->size, sizeof(ucp_ep_h));
-    if (!lens || !displs || !u->eps) st = FR_ERROR(FR_ERR_NO_MEMORY, "UCX: out of memory");
-fail_agree:
-    st = fr_agree(comm->mpi, st, "UCX worker creation");
-    if (st != FR_SUCCESS) goto fail;
-    int n = comm->size, mylen = (int)addr_len;
-    if (PMPI_Allgather(&mylen, 1, MPI_INT, lens, 1, MPI_INT, comm->mpi) != MPI_SUCCESS) {
-        st = FR_ERROR(FR_ERR_MPI, "UCX address exchange: MPI_Allgather failed");
-        goto fail;
-    }
-    size_t total = 0;
-    for (int r = 0; r < n; r++) { displs[r] = (int)total; total += (size_t)lens[r]; }
-    all = malloc(total ? total : 1);
-    if (!all) { st = FR_ERROR(FR_ERR_NO_MEMORY, "UCX: out of memory"); goto fail; }
-    if (PMPI_Allgatherv(addr, mylen, MPI_BYTE, all, lens, displs, MPI_BYTE, comm->mpi) != MPI_SUCCESS) {
-        st = FR_ERROR(FR_ERR_MPI, "UCX address exchange: MPI_Allgatherv failed");
-        goto fail;
-    }
-    for (int r = 0; r < n; r++) {
+    ucp_address_t *a;
+    size_t len;
+    us = ucp_worker_get_address(u->worker, &a, &len);
+    if (us != UCS_OK) return FR_ERROR(FR_ERR_UCX, "ucp_worker_get_address: %s", ucs_status_string(us));
+    *addr = len <= INT_MAX ? malloc(len ? len : 1) : NULL;
+    if (*addr) memcpy(*addr, a, len);
+    ucp_worker_release_address(u->worker, a);
+    if (!*addr) return FR_ERROR(FR_ERR_NO_MEMORY, "UCX: no memory for a worker address of %zu bytes", len);
+    *addr_len = len;
+    return FR_SUCCESS;
+}
+
+/* One endpoint per rank, to the addresses in @p all (rank r's at
+ * all + displs[r]). Local. */
+static fr_status_t eps_open(struct fr_comm *comm, const char *all, const int *displs)
+{
+    struct fr_ucx *u = comm->ucx;
+    for (int r = 0; r < comm->size; r++) {
         ucp_ep_params_t ep;
         memset(&ep, 0, sizeof ep);
         ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
@@ -142,22 +137,106 @@ fail_agree:
             ep.err_handler.cb = ep_failed;
             ep.err_handler.arg = u;
         }
-        us = ucp_ep_create(u->worker, &ep, &u->eps[r]);
+        ucs_status_t us = ucp_ep_create(u->worker, &ep, &u->eps[r]);
         if (us != UCS_OK) {
-            st = FR_ERROR(FR_ERR_UCX, "ucp_ep_create to rank %d: %s", r, ucs_status_string(us));
-            break;
+            u->eps[r] = NULL;
+            return FR_ERROR(FR_ERR_UCX, "ucp_ep_create to rank %d: %s", r, ucs_status_string(us));
         }
     }
-    st = fr_agree(comm->mpi, st, "UCX endpoint creation");
-    if (st != FR_SUCCESS) goto fail;
-    ucp_worker_release_address(u->worker, addr);
-    free(lens); free(displs); free(all);
-    FR_INFO(FR_SUB_UCX, "UCX worker ready, %d endpoints", n);
     return FR_SUCCESS;
-fail:
-    if (have_addr) ucp_worker_release_address(u->worker, addr);
-    free(lens); free(displs); free(all);
-    fr_ucx_destroy(comm);
+}
+
+/* Complete a collective request of the set-up, bounded like every wait;
+ * @p block is the heap block it uses, freed here unless a timeout left it
+ * to MPI. */
+static fr_status_t setup_wait(struct fr_comm *comm, int rc, MPI_Request *req, const char *what, void *block)
+{
+    if (rc != MPI_SUCCESS) {
+        free(block);
+        return fr_comm_break(comm, FR_ERROR(FR_ERR_MPI, "UCX set-up: %s failed", what));
+    }
+    fr_status_t st = fr_wait_mpi(comm, req, what, block);
+    if (st != FR_SUCCESS && comm->mpi_left) return st;   /* (the block is MPI's now) */
+    if (st != FR_SUCCESS) free(block);
+    return st;
+}
+
+/* Every rank's (status, address length) in pairs[2r], pairs[2r+1]: the
+ * outcome of worker_open and the lengths exchanged in one collective.
+ * *pairs: NULL when the exchange itself failed (the communicator is then
+ * broken); else the first failed rank's status (*who: its rank) or
+ * FR_SUCCESS. */
+static fr_status_t exchange_status(struct fr_comm *comm, fr_status_t mine, size_t len, int **pairs, int *who)
+{
+    int n = comm->size, *p = malloc(2 * sizeof(int) * (size_t)n);
+    *pairs = NULL;
+    if (!p) return fr_comm_break(comm, FR_ERROR(FR_ERR_NO_MEMORY, "UCX set-up: out of memory"));
+    p[2 * comm->rank] = (int)mine;
+    p[2 * comm->rank + 1] = (int)len;
+    MPI_Request req;
+    int rc = PMPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p, 2, MPI_INT, comm->mpi, &req);
+    FR_CHECK(setup_wait(comm, rc, &req, "MPI_Iallgather of the UCX worker outcomes", p));
+    *pairs = p;
+    for (int r = 0; r < n; r++)
+        if (p[2 * r] != FR_SUCCESS) { *who = r; return (fr_status_t)p[2 * r]; }
+    return FR_SUCCESS;
+}
+
+/* Every rank's worker address, exchanged in one block [lens][displs][bytes]
+ * (it outlives this frame if a timeout leaves it to MPI); then the
+ * endpoints, and their outcome agreed. */
+static fr_status_t exchange_addresses(struct fr_comm *comm, const int *pairs, const void *addr)
+{
+    int n = comm->size;
+    size_t total = 0;
+    for (int r = 0; r < n; r++) total += (size_t)pairs[2 * r + 1];
+    if (total > INT_MAX)
+        return fr_agree_bounded(comm, FR_ERROR(FR_ERR_UCX, "UCX worker addresses of %zu bytes in all", total),
+                                "UCX endpoint creation");
+    int *lens = malloc(2 * sizeof(int) * (size_t)n + total), *displs = lens + n;
+    if (!lens) return fr_comm_break(comm, FR_ERROR(FR_ERR_NO_MEMORY, "UCX set-up: out of memory"));
+    char *all = (char *)(displs + n);
+    for (int r = 0, at = 0; r < n; r++) { lens[r] = pairs[2 * r + 1]; displs[r] = at; at += lens[r]; }
+    memcpy(all + displs[comm->rank], addr, (size_t)lens[comm->rank]);
+    MPI_Request req;
+    int rc = PMPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, lens, displs, MPI_BYTE, comm->mpi, &req);
+    FR_CHECK(setup_wait(comm, rc, &req, "MPI_Iallgatherv of the UCX worker addresses", lens));
+    fr_status_t st = eps_open(comm, all, displs);
+    free(lens);
+    return fr_agree_bounded(comm, st, "UCX endpoint creation");
+}
+
+/* See p2p.h. The ranks agree in every collective step, so a failure on
+ * one rank fails the set-up on all; one that broke the communicator (a
+ * timeout, MPI failing) leaves it broken. */
+fr_status_t fr_ucx_setup(struct fr_comm *comm)
+{
+    if (comm->ucx_state > 0) return FR_SUCCESS;
+    if (comm->ucx_state < 0)
+        return FR_ERROR(FR_ERR_UCX, "this communicator has no UCX: its set-up failed at an earlier call (%s)",
+                        comm->ucx_why);
+    void *addr = NULL;
+    size_t len = 0;
+    int *pairs = NULL, who = -1;
+    fr_status_t mine = worker_open(comm, &addr, &len);
+    fr_status_t st = exchange_status(comm, mine, len, &pairs, &who);
+    if (st == FR_SUCCESS) st = exchange_addresses(comm, pairs, addr);
+    else if (pairs && mine == FR_SUCCESS)
+        st = FR_ERROR(st, "UCX set-up failed on rank %d (%s)", who, fr_strerror(st));
+    else if (pairs)
+        st = mine;
+    free(addr);
+    free(pairs);
+    if (st == FR_SUCCESS) {
+        comm->ucx_state = 1;
+        FR_INFO(FR_SUB_UCX, "UCX worker ready, %d endpoints", comm->size);
+    } else if (!comm->broken) {
+        /* (every rank failed alike: later calls that need UCX fail at once) */
+        comm->ucx_state = -1;
+        snprintf(comm->ucx_why, sizeof comm->ucx_why, "%s", fr_last_error());
+        fr_ucx_destroy(comm);
+        FR_WARN(FR_SUB_UCX, "%s", comm->ucx_why);
+    }
     return st;
 }
 
@@ -231,11 +310,13 @@ static fr_status_t start(void *ret, int recv, int peer, unsigned step, fr_req_t 
     return FR_SUCCESS;
 }
 
-/* A communicator whose worker is gone (broken) moves nothing. */
+/* A communicator whose worker is gone (broken) or not made moves nothing. */
 static fr_status_t gone(struct fr_comm *comm)
 {
-    return FR_ERROR(comm->broken ? comm->broken : FR_ERR_BAD_COMM, "the communicator's UCX worker is closed: %s",
-                    comm->broken ? comm->broken_why : "no worker");
+    if (comm->broken)
+        return FR_ERROR(comm->broken, "the communicator's UCX worker is closed: %s", comm->broken_why);
+    return FR_ERROR(FR_ERR_INTERNAL, "no UCX worker: the algorithm %s moves data by UCX but does not say so "
+                    "(fr_alg_t.needs lacks FR_NEEDS_UCX)", comm->cur_alg ? comm->cur_alg : "?");
 }
 
 fr_status_t fr_p2p_isend(struct fr_comm *comm, int peer, unsigned step, const void *buf, size_t len,

@@ -111,20 +111,30 @@ static int bind_mode(void)
     return m;
 }
 
-/* The machine's topology, discovered once and shared by the communicators
- * that hold it (discovery is most of fr_comm_create's time: about 100 ms of
- * 150 on the 2-core VM); freed with the last of them. A topology from an XML
- * file (FASTREDUCE_TOPO_XML, HWLOC_XMLFILE) is read for each communicator. */
+/* The machine's topology, discovered at the process's first communicator
+ * and kept for the process (discovery is most of what binding costs, and a
+ * program under the interposer makes a communicator per MPI communicator);
+ * freed when the library is unloaded. A topology from an XML file
+ * (FASTREDUCE_TOPO_XML, HWLOC_XMLFILE) is read for each communicator. */
 static pthread_mutex_t topo_lock = PTHREAD_MUTEX_INITIALIZER;
 static fr_topo_t *machine;
-static int machine_refs;
 static int bound;   /* this process's affinity was set by a communicator */
+
+__attribute__((destructor)) static void topo_unload(void)
+{
+    pthread_mutex_lock(&topo_lock);
+    fr_topo_free(machine);
+    machine = NULL;
+    pthread_mutex_unlock(&topo_lock);
+}
 
 static int from_xml(void)
 {
     return fr_env("FASTREDUCE_TOPO_XML") || (getenv("HWLOC_XMLFILE") && *getenv("HWLOC_XMLFILE"));
 }
 
+/* The machine's topology (*held: 1, kept for the process) or an XML file's
+ * (*held: 0, the caller frees it). */
 static fr_status_t topo_get(fr_topo_t **t, int *held)
 {
     *held = 0;
@@ -132,23 +142,10 @@ static fr_status_t topo_get(fr_topo_t **t, int *held)
     fr_status_t st = FR_SUCCESS;
     pthread_mutex_lock(&topo_lock);
     if (!machine) st = fr_topo_load(NULL, &machine);
-    if (machine) {
-        machine_refs++;
-        *held = 1;
-    }
+    *held = machine != NULL;
     *t = machine;
     pthread_mutex_unlock(&topo_lock);
     return st;
-}
-
-void fr_topo_release(void)
-{
-    pthread_mutex_lock(&topo_lock);
-    if (machine_refs > 0 && --machine_refs == 0) {
-        fr_topo_free(machine);
-        machine = NULL;
-    }
-    pthread_mutex_unlock(&topo_lock);
 }
 
 static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
@@ -163,8 +160,7 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
     int held = 0;
     if (topo_get(&t, &held) != FR_SUCCESS)
         FR_WARN(FR_SUB_TOPO, "cannot read the topology (%s); no binding", fr_last_error());
-    out->topo_held = held;
-    /* drop an XML topology when done; the machine's stays with the communicator */
+    /* drop an XML topology when done; the machine's stays with the process */
 #define TOPO_DONE() do { if (!held) fr_topo_free(t); } while (0)
     if (t) snprintf(out->fingerprint, sizeof out->fingerprint, "%s", t->fingerprint);
     if (t) out->llc_share = (size_t)(t->llc_bytes / (unsigned long long)nlocal);

@@ -145,7 +145,6 @@ typedef struct fr_binding {
     int  gpu;                    /* this process's CUDA index of the rank's GPU, -1 when none */
     char nic[32];                /* the NIC chosen for the rank, "" when none */
     char cpus[256];              /* the affinity after fr_topo_bind, as a PU list */
-    int  topo_held;              /* 1: holds the shared machine topology (give it back: fr_topo_release) */
     int  numa;
     char fingerprint[160];       /* the node's topology fingerprint, "" when unreadable */
     size_t llc_share;            /* the node's last-level cache bytes over its ranks here, 0 when unknown */
@@ -157,7 +156,5 @@ typedef struct fr_binding {
  * print the FASTREDUCE_REPORT_BINDINGS line. A topology that cannot be
  * read only costs the binding (a warning); the result is in @p out. */
 fr_status_t fr_topo_bind(MPI_Comm comm, int rank, fr_binding_t *out);
-/* Give back the machine topology a binding holds (out->topo_held). */
-void fr_topo_release(void);
 
 #endif

@@ -30,7 +30,7 @@ QUICK=${FASTREDUCE_TEST_QUICK:-0}
 [ "$QUICK" = 0 ] && QUICK=
 EXTRA=${FR_MPIEXEC_FLAGS:-}
 
-for p in test_coll test_args test_select test_bind test_fakedev test_fault test_kill test_threads soak mpi_program mpi_program_linked skip_program; do
+for p in test_coll test_args test_select test_setup test_bind test_fakedev test_fault test_kill test_threads soak mpi_program mpi_program_linked skip_program; do
     if [ ! -x "$BIN/$p" ]; then
         echo "run_mpi.sh: $BIN/$p not found (build with make check, or set top_builddir)" >&2
         exit 99
@@ -269,6 +269,14 @@ done
 for np in 2 3 4; do
     run_one "$np" "" test_select
 done
+# UCX made at the first call that needs it, on every rank alike: after
+# calls without it, on one node and across faked nodes (hier across nodes
+# of 2), failing on one rank, reached late under a timeout
+for np in 1 2 3; do
+    run_one "$np" "" test_setup
+done
+run_one 2 "FASTREDUCE_NODE_SIZE=1" test_setup
+run_one 4 "FASTREDUCE_NODE_SIZE=2" test_setup
 # Many calls on the world and on communicators made and destroyed all along:
 # results, and no growth of the resident set, descriptors or segments.
 run_one 2 "" soak --short
@@ -433,6 +441,12 @@ for np in 2 3; do
         counts=$(sed -nE 's/.*fastreduce communicators: ([0-9]+) made, ([0-9]+) freed before MPI_Finalize$/\1 \2/p' "$st")
         ok=0; [ "$served" -ge 2 ] && [ "$passed" -ge 2 ] && [ -n "$counts" ] && [ $((${counts% *} - ${counts#* })) = 1 ] && ok=1
         pass_fail $ok "interposer np=$np ($how) FASTREDUCE_STATS: $served served and $passed passed-on kinds of call; communicators made/freed: ${counts:-none}"
+        # every communicator was made inside a first call: its set-up is
+        # reported apart, on its own line and in the rows' setups column
+        setups=$(sed -nE 's/.*fastreduce STATS communicator set-up inside the first call on each: ([0-9]+), .*/\1/p' "$st")
+        col=$(awk '/fastreduce STATS (allreduce|bcast) / {n += $(NF - 1)} END {print n + 0}' "$st")
+        ok=0; [ -n "$setups" ] && [ "$setups" = "${counts% *}" ] && [ "$col" = "$setups" ] && ok=1
+        pass_fail $ok "interposer np=$np ($how) FASTREDUCE_STATS: set-ups ${setups:-none} (line), $col (column), communicators made ${counts% *}"
     done
 done
 # FASTREDUCE_DISABLE=1: a pass-through; the error handler gets an MPI class
@@ -442,6 +456,11 @@ nfr=$(grep -cE 'fastreduce STATS (allreduce|bcast) +fr ' "$idir/off.err")
 ndis=$(grep -cE 'fastreduce STATS (allreduce|bcast) +MPI +FASTREDUCE_DISABLE=1 ' "$idir/off.err")
 ok=0; [ "$rc" = 0 ] && cmp -s <(sort "$idir/plain2.out") <(sort "$idir/off.out") && [ "$nfr" = 0 ] && [ "$ndis" -ge 2 ] && ok=1
 pass_fail $ok "interposer FASTREDUCE_DISABLE=1: same results, $nfr kinds served by fastreduce, $ndis passed as disabled"
+# (no communicator was made: the lines still name the host and rank 0)
+nbad=$(grep 'fastreduce STATS' "$idir/off.err" | grep -cv "^$(hostname):[0-9]*:0 fastreduce STATS")
+ok=0; [ "$nbad" = 0 ] && grep -q 'fastreduce STATS' "$idir/off.err" && ok=1
+pass_fail $ok "interposer FASTREDUCE_DISABLE=1 FASTREDUCE_STATS: $nbad lines without this host's name and rank 0"
+
 ilaunch 2 "$idir/err.out" "$idir/err.err" -- env LD_PRELOAD="$PRELOAD" "$BIN/mpi_program" --errors
 ok=0; grep -qE "^errors: .* returned class ([0-9]+) \(MPI_ERR_BUFFER is \1\); the error handler saw class \1$" "$idir/err.out" && ok=1
 pass_fail $ok "interposer: a failed served call goes to the communicator's error handler: $(cat "$idir/err.out")"
