@@ -14,13 +14,9 @@
 #include "log.h"
 
 #define DEFAULT_CHUNK (512u * 1024u)
-/* A message of up to 1 MiB goes in one chunk by default. On the 2-core VM,
- * one chunk against 512 KiB chunks side by side (fr_osu_allreduce
- * --compare, 31 blocks, 3 launches each): 2 ranks 768 KiB 0.88-0.94 of the
- * time, 1 MiB 0.93-0.96; 4 ranks on the 2 cores 0.93-0.95 and 0.80-0.96.
- * At 1.5 MiB one chunk took 1.06-1.08 (2 ranks) and 0.99-1.28 (4 ranks).
- * Every tuner run had picked chunk=2M at 768 KiB, and its check found the
- * default behind at 1 MiB. */
+/* A message of up to 1 MiB goes in one chunk by default: below that the
+ * pipeline of chunks has too little to overlap to pay for its extra waits
+ * (docs/performance.md, "Design decisions"). */
 #define ONE_CHUNK_MAX ((size_t)1024 * 1024)
 static uint64_t default_chunk(const fr_call_t *call)
 {
@@ -36,11 +32,8 @@ static char *small_buf(const fr_shm_t *s, uint64_t R)
 /* Data that fits in a header line goes in each rank's next line of
  * s->small_tiny rather than in the first line of its small slot, always
  * the same: the line a rank writes was then last read by the others
- * FR_SHM_TINY_NR rounds ago. With the two vCPUs of the project's VM on
- * different dies, a 4 B allreduce took 0.38 us (median of 30 launches)
- * against 0.47 in the slot's first line, and 8-32 B the same (Open MPI
- * with vader: 0.42-0.49 in those launches); on one die it made no
- * difference (0.15-0.16 us). (Within the small slots the lines cannot
+ * FR_SHM_TINY_NR rounds ago, so the writer does not wait for lines the
+ * readers still hold across dies. (Within the small slots the lines cannot
  * move: a longer message's data there would read as a later round's
  * header.) */
 static fr_status_t small(fr_call_t *call, fr_comm_t comm)
@@ -71,14 +64,9 @@ static fr_status_t small(fr_call_t *call, fr_comm_t comm)
 /* The largest message every rank reduces whole: 8 KiB, or a small slot
  * (16 KiB) when the machine's ranks outnumber its cores. Above, the chunked
  * path waits twice (the inputs in, the slices reduced) but each rank
- * reduces only its slice. On the 2-core VM, launches alternated with a
- * build that reduced whole up to 16 KiB: 2 ranks 16 KiB 1.60 against
- * 2.87 us with the cores near (4 launches), 2.99 against 4.25 far apart
- * (3); 8 KiB 0.81 against 1.47 near but 3.69 against 2.60 far, so 8 KiB
- * stays whole. With 3 and 4 ranks on the 2 cores every wait can be one for
- * a rank without a core, and the chunked path took 1.22-1.23 of the time
- * at 16 KiB and 1.51-1.58 at 8 KiB. Both values are the same on every
- * rank of a node, as the two paths must be. */
+ * reduces only its slice; oversubscribed, every wait can be one for a rank
+ * without a core, so one wait pays longer. Both values are the same on
+ * every rank of a node, as the two paths must be. */
 #define ONE_SHOT_MAX ((size_t)8192)
 static size_t one_shot_max(const struct fr_comm *comm)
 {

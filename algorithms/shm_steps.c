@@ -37,18 +37,11 @@ static fr_status_t copy_bg(struct fr_comm *comm, fr_copy_fn copy, char *dst, con
  * size. */
 #define ROTATE_SPAN ((size_t)512 * 1024)
 /* Larger pieces are not moved: a message of several of them already spreads
- * over the buffers, and a wider footprint costs more in the shared cache
- * (1 and 2 MiB allreduces in 512 KiB chunks took 10-13% longer moved).
+ * over the buffers, and a wider footprint costs more in the shared cache.
  * A message of one piece has no such spread, and is moved below
- * ROTATE_ONE_BELOW: a 256 KiB allreduce took 13.9 us moved against 18.1
- * in place, 320 KiB 17.6 against 19.4 (medians of 53 and 47 launches in
- * turn on this VM with its two vCPUs near each other; 384 and 448 KiB
- * level; with them on different dies, 9 and 8 launches, level at every
- * size). Nor are pieces under a page: for those, lines that a reader holds
- * cost the writer less than lines fetched from the shared cache or memory
- * (a 512-byte bcast took 0.30 us moved against 0.08 us in place on this
- * VM, an 8 KiB one 0.45 against 0.95, when bcasts over 4 KiB went through
- * the large ring). */
+ * ROTATE_ONE_BELOW. Nor are pieces under a page: for those, lines that a
+ * reader holds cost the writer less than lines fetched from the shared
+ * cache or memory (docs/performance.md, "Design decisions"). */
 #define ROTATE_BELOW     ((size_t)256 * 1024)
 #define ROTATE_ONE_BELOW ((size_t)512 * 1024)
 #define ROTATE_FROM      ((size_t)4096)
@@ -160,15 +153,10 @@ static char *ring_slot(char *base, size_t stride, size_t nbuf, uint64_t *n, uint
 
 /* How many slots of the large ring a chunk of @p n bytes of a message of
  * @p total takes turns in. A message of FR_SHM_BCAST_NBUF chunks or more
- * has all of them, to stream through; a shorter one has as many as fit in
- * BCAST_SPAN bytes (two at least), so that a run of such messages keeps
- * writing the same few megabytes. On the 2-core VM, 1 MiB bcasts in 1 MiB
- * chunks through all eight slots (8 MiB in turn) took 46-64 us against 31
- * for 256 KiB chunks (2 MiB) when other collectives ran between them and
- * pushed the slots out of the cache, and level with them when nothing
- * did; through two slots, 29-32 us either way. A message of eight chunks
- * or more through two slots stalled on them (8 MiB in 1 MiB chunks: 505
- * against 326 us). */
+ * has all of them, to stream through (two would stall it); a shorter one
+ * has as many as fit in BCAST_SPAN bytes (two at least), so that a run of
+ * such messages keeps writing the same few megabytes, which stay cached
+ * when other collectives run between them. */
 #define BCAST_SPAN ((size_t)2 * 1024 * 1024)
 static size_t bcast_slots(size_t n, size_t total)
 {

@@ -9,7 +9,7 @@ typedef char fr_v16 __attribute__((vector_size(16), aligned(1), may_alias));
 #include <immintrin.h>
 #define FR_COPY_AVX2 1
 /* 32-byte loads and stores: twice the 16-byte loop's speed while the data
- * is in L1 (measured 117 against 58 GB/s at 16 KiB; the same from L2 on). */
+ * is in L1, the same from L2 on. */
 __attribute__((target("avx2"))) static void copy_avx2(char *restrict d, const char *restrict s, size_t n)
 {
     size_t i = 0;
@@ -93,12 +93,9 @@ void fr_copy_stream(void *restrict dst, const void *restrict src, size_t n)
 void fr_copy_stream(void *restrict dst, const void *restrict src, size_t n) { fr_copy(dst, src, n); }
 #endif
 
-/* On the 2-core VM (one 32 MiB L3; 2 ranks: a share of 16 MiB), launches
- * alternated with a build that streamed every result from 8 MiB, 8 a side:
- * shm bcast 8 MiB 0.82 of the time with plain stores (256 against 313 us),
- * 16 MiB (streamed by both) 0.98; shm allreduce 8 MiB 0.97, 16 MiB 0.96.
- * With 4 ranks (a share of 8 MiB) streaming the allreduce from 4 MiB took
- * 1.04 of the time. From 32 MiB streaming gained 0-5% over plain stores. */
+/* Results are streamed from a rank's share of the node's last-level
+ * caches: below it a plain store leaves the result in a cache the reader
+ * will hit, above it the stores would only evict (docs/performance.md). */
 size_t fr_stream_min(size_t llc_share)
 {
     if (!llc_share) return FR_STREAM_UNKNOWN;

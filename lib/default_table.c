@@ -5,7 +5,7 @@
 
 const char fr_default_table[] =
     "# fastreduce tuning table v1\n"
-    "# source: built-in default, measured 2026-12-02 on a 2-core EPYC VM (docs/tuning.md)\n"
+    "# source: built-in default, measured 2026-12-02 on a 2-core AMD EPYC virtual machine (docs/tuning.md)\n"
     "# collective  memory  nodes  ppn    bytes      algorithm\n"
     /* one node: shared memory was fastest at every size, at 1, 2 and 4 ranks */
     "allreduce     host    1      *      *          shm\n"

@@ -32,12 +32,9 @@ void fr_backoff(uint64_t *polls, uint64_t spin)
 }
 
 /* FASTREDUCE_SHM_STREAM=auto: a plain put is slow past twice the time of a
- * streaming put of its size class (auto:R sets another factor). Measured on
- * the project's VM (two threads on its two vCPUs, one writing a buffer that
- * the other then copies out, 2026-12-05): with the cores on one die (a
- * cache line's round trip 100-160 ns) a plain put of 64 KiB, 1 and 4 MiB
- * took 1.0-1.15, 0.6 and 0.63 times a streaming one; with them on
- * different dies (470-530 ns) 4-5, 3.4-4.8 and 3-4 times. */
+ * streaming put of its size class (auto:R sets another factor): with the
+ * cores on one die plain puts cost at most about a streaming one, across
+ * dies several times (fr_corepair measures both; docs/performance.md). */
 #define FR_SHM_SLOW  2.0
 #define FR_SHM_PROBE 64u
 #define FR_SHM_PROBE_FIRST 4u

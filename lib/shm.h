@@ -43,14 +43,9 @@ enum { FR_SHM_F_SMALL = 0, FR_SHM_F_ARRIVE, FR_SHM_F_REDUCED, FR_SHM_F_BREADY, F
 #define FR_SHM_BCAST_NBUF 8           /* chunks in flight in the bcast ring */
 /* Bcast chunks of up to FR_SHM_BSMALL bytes go through a deeper ring of
  * their own, so a root can run that many small broadcasts ahead of ranks
- * that wait for a core (4 ranks on 2: 8 in flight made a 4-byte bcast take
- * 0.65 us against Open MPI's 0.25; 64 made it 0.25, and 128 0.15-0.18).
- * Slots of 16 KiB rather than 4 (8 KiB bcasts had gone 8 at a time through
- * the large ring): 4 ranks 8 KiB 1.01 against 2.30 us, 16 KiB 1.91 against
- * 3.65; 2 ranks 8 KiB 0.32 against 0.46, 16 KiB 0.48 against 0.88. With
- * 128 of them the 2-rank 8 KiB bcast lost (0.46 against 0.37 in that run):
- * its root wrote lines the reader had read 128 calls before and still held;
- * 256 put them 4 MiB of slots back. */
+ * that wait for a core; its 256 slots put the lines a root writes 4 MiB of
+ * slots behind the ones readers may still hold (docs/performance.md,
+ * "Design decisions"). */
 #define FR_SHM_BSMALL      16384
 #define FR_SHM_BSMALL_NBUF 256
 /* Chunks of up to FR_SHM_BTINY bytes go through a ring of slots of
