@@ -173,6 +173,10 @@ const fr_alg_t fr_alg_allreduce_hier = {
             "across the nodes over UCX (across=rd|ring; default rd up to 64K per slice on a power-of-two "
             "node count), shared-memory allgather; chunks of chunk=4M (at most a third of FASTREDUCE_SHM_SIZE) "
             "overlap one chunk's ring across the nodes with the next one's shared-memory steps",
-    .params = FR_PARAM_CHUNK | FR_PARAM_ACROSS, .chunk_def = HIER_CHUNK_DEFAULT,
+    /* (not four times the default chunk: past 4M, the largest chunk the tuner tries) */
+    .params = { { FR_PARAM_CHUNK, { HIER_CHUNK_DEFAULT / 4 } },
+                { FR_PARAM_ACROSS, { FR_ACROSS_RING, FR_ACROSS_RD } } },
+    .chunk_def = HIER_CHUNK_DEFAULT,
     .needs = FR_NEEDS_UCX,
+    .traits = FR_ALG_NODES | FR_ALG_EQUAL_NODES | FR_ALG_SHM, .tie_rank = 5,
 };

@@ -65,4 +65,5 @@ const fr_alg_t fr_alg_allreduce_rabenseifner = {
     .desc = "recursive-halving reduce-scatter then recursive-doubling allgather, extra ranks of a "
             "non-power-of-two count folded onto partners; no parameters",
     .needs = FR_NEEDS_UCX,
+    .tie_rank = 2,
 };

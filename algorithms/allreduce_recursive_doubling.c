@@ -44,4 +44,5 @@ const fr_alg_t fr_alg_allreduce_recursive_doubling = {
     .desc = "pairwise exchange of the whole vector in log2(p) rounds, extra ranks of a "
             "non-power-of-two count folded onto partners; no parameters",
     .needs = FR_NEEDS_UCX,
+    .tie_rank = 0,
 };

@@ -101,5 +101,7 @@ const fr_alg_t fr_alg_allreduce_shm = {
             "its cores) every rank reduces all; above, "
             "each rank reduces its slice of chunks in three buffers (up to 1M in one chunk, then chunk=512K; "
             "at most a third of FASTREDUCE_SHM_SIZE)",
-    .params = FR_PARAM_CHUNK, .chunk_def = DEFAULT_CHUNK, .chunk_for = default_chunk,
+    .params = { { FR_PARAM_CHUNK, { DEFAULT_CHUNK / 4, DEFAULT_CHUNK * 4 } } },
+    .chunk_def = DEFAULT_CHUNK, .chunk_for = default_chunk,
+    .traits = FR_ALG_ONE_NODE | FR_ALG_SHM, .tie_rank = 4,
 };

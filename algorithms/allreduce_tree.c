@@ -148,6 +148,9 @@ const fr_alg_t fr_alg_allreduce_tree = {
     .run = tree_run,
     .desc = "pipelined reduce up a k-ary tree rooted at rank 0, then pipelined broadcast down it; "
             "chunk=bytes per message (default 128K), fanout=k children per rank (default 2, max 64)",
-    .params = FR_PARAM_CHUNK | FR_PARAM_FANOUT, .chunk_def = TREE_CHUNK_DEFAULT,
+    .params = { { FR_PARAM_CHUNK, { TREE_CHUNK_DEFAULT / 4, TREE_CHUNK_DEFAULT * 4 } },
+                { FR_PARAM_FANOUT, { 4, 8, FR_FANOUT_FLAT } } },
+    .chunk_def = TREE_CHUNK_DEFAULT,
     .needs = FR_NEEDS_UCX,
+    .tie_rank = 3,
 };

@@ -29,4 +29,5 @@ const fr_alg_t fr_alg_bcast_binomial = {
     .desc = "binomial tree from the root, the whole message on every edge, log2(n) rounds; "
             "no parameters",
     .needs = FR_NEEDS_UCX,
+    .tie_rank = 0,
 };

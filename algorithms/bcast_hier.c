@@ -66,6 +66,8 @@ const fr_alg_t fr_alg_bcast_hier = {
     .desc = "several nodes: binomial tree across the nodes over UCX between one rank per node, then "
             "shared memory inside each node, per chunk (chunk=512K, at most a 2-rank node's shm bcast slot less "
             "its 64-byte header)",
-    .params = FR_PARAM_CHUNK, .chunk_def = HIER_BCAST_CHUNK,
+    .params = { { FR_PARAM_CHUNK, { HIER_BCAST_CHUNK / 4, HIER_BCAST_CHUNK * 4 } } },
+    .chunk_def = HIER_BCAST_CHUNK,
     .needs = FR_NEEDS_UCX,
+    .traits = FR_ALG_NODES | FR_ALG_SHM, .tie_rank = 4,
 };

@@ -51,6 +51,8 @@ const fr_alg_t fr_alg_bcast_scatter_allgather = {
     .run = sag_run,
     .desc = "binomial scatter of n blocks then ring allgather (van de Geijn); "
             "chunk=bytes per ring message (default 256K)",
-    .params = FR_PARAM_CHUNK, .chunk_def = SAG_CHUNK_DEFAULT,
+    .params = { { FR_PARAM_CHUNK, { SAG_CHUNK_DEFAULT / 4, SAG_CHUNK_DEFAULT * 4 } } },
+    .chunk_def = SAG_CHUNK_DEFAULT,
     .needs = FR_NEEDS_UCX,
+    .tie_rank = 2,
 };

@@ -56,5 +56,7 @@ const fr_alg_t fr_alg_bcast_shm = {
             "chunk=256K, 512K from 1M (at most FASTREDUCE_SHM_SIZE x ranks / 8, less a 64-byte header); chunks "
             "up to 16K go through a ring of 256 slots, up to 8 bytes a ring of "
             "512 packed slots",
-    .params = FR_PARAM_CHUNK, .chunk_def = DEFAULT_CHUNK, .chunk_for = default_chunk,
+    .params = { { FR_PARAM_CHUNK, { DEFAULT_CHUNK / 4, DEFAULT_CHUNK * 4 } } },
+    .chunk_def = DEFAULT_CHUNK, .chunk_for = default_chunk,
+    .traits = FR_ALG_ONE_NODE | FR_ALG_SHM, .tie_rank = 3,
 };
