@@ -210,6 +210,8 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    n_ar = tu_forced("test_threads", FR_COLL_ALLREDUCE, FR_ALG_NODES, ar_algs);
+    n_bc = tu_forced("test_threads", FR_COLL_BCAST, FR_ALG_NODES, bc_algs);
     for (int a = 1; a < argc; a++) {
         const char *v = a + 1 < argc ? argv[a + 1] : NULL;
         if (v && !strcmp(argv[a], "--threads")) { nthreads = atoi(v); a++; }
@@ -231,8 +233,6 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 77;
     }
-    n_ar = tu_forced("test_threads", FR_COLL_ALLREDUCE, FR_ALG_NODES, ar_algs);
-    n_bc = tu_forced("test_threads", FR_COLL_BCAST, FR_ALG_NODES, bc_algs);
     const char *w = getenv("FR_TEST_WATCHDOG");
     unsigned watchdog = w ? (unsigned)strtoul(w, NULL, 10) : 300u;
     if (watchdog) { signal(SIGALRM, on_alarm); alarm(watchdog); }
