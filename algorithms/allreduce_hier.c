@@ -2,9 +2,11 @@
  * per chunk, a shared-memory reduce-scatter inside the node (local rank i
  * owns slice i), an allreduce of each slice across the nodes between
  * the ranks of the same local index (over UCX: recursive doubling or the
- * ring, by the rule's across= or by size; every node sends its
+ * ring, by the rule's across= or by size: without it recursive doubling
+ * for slices up to 64K on a power-of-two node count; every node sends its
  * data across the network once, spread over all its ranks), and a
- * shared-memory allgather inside the node. With several chunks whose
+ * shared-memory allgather inside the node. Chunks are 4M (chunk=, at most a
+ * third of FASTREDUCE_SHM_SIZE). With several chunks whose
  * slices cross by the ring, the network stage of one chunk runs under the
  * shared-memory steps of its neighbours; the ring also overlaps its
  * reductions with its transfers. */
@@ -169,10 +171,11 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
 
 const fr_alg_t fr_alg_allreduce_hier = {
     .name = "hier", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_HOST, .check = check, .run = run,
-    .desc = "several nodes of equal size: shared-memory reduce-scatter, ring allreduce of each slice "
-            "across the nodes over UCX (across=rd|ring; default rd up to 64K per slice on a power-of-two "
-            "node count), shared-memory allgather; chunks of chunk=4M (at most a third of FASTREDUCE_SHM_SIZE) "
-            "overlap one chunk's ring across the nodes with the next one's shared-memory steps",
-    .params = FR_PARAM_CHUNK | FR_PARAM_ACROSS, .chunk_def = HIER_CHUNK_DEFAULT,
+    .desc = "several nodes: shared memory inside each node, a ring or recursive doubling across (UCX)",
+    /* (not four times the default chunk: past 4M, the largest chunk the tuner tries) */
+    .params = { { FR_PARAM_CHUNK, { HIER_CHUNK_DEFAULT / 4 } },
+                { FR_PARAM_ACROSS, { FR_ACROSS_RING, FR_ACROSS_RD } } },
+    .chunk_def = HIER_CHUNK_DEFAULT,
     .needs = FR_NEEDS_UCX,
+    .traits = FR_ALG_NODES | FR_ALG_EQUAL_NODES | FR_ALG_SHM, .tie_rank = 5,
 };

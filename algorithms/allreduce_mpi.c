@@ -56,5 +56,6 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 
 const fr_alg_t fr_alg_allreduce_mpi = {
     .name = "mpi", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_HOST, .check = fr_alg_check_host, .run = run,
-    .desc = "the MPI library's MPI_Allreduce (reference and fallback; counts above INT_MAX in pieces)",
+    .desc = "the MPI library's MPI_Allreduce (reference and last resort; counts above INT_MAX in pieces)",
+    .traits = FR_ALG_MPI | FR_ALG_LAST_RESORT, .tie_rank = 6,
 };

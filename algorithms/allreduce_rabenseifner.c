@@ -62,7 +62,7 @@ const fr_alg_t fr_alg_allreduce_rabenseifner = {
     .mem_types = FR_MEM_HOST,
     .check = fr_alg_check_host,
     .run = rab_run,
-    .desc = "recursive-halving reduce-scatter then recursive-doubling allgather, extra ranks of a "
-            "non-power-of-two count folded onto partners; no parameters",
+    .desc = "recursive-halving reduce-scatter, recursive-doubling allgather; extra ranks folded onto partners",
     .needs = FR_NEEDS_UCX,
+    .tie_rank = 2,
 };

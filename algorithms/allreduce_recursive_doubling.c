@@ -41,7 +41,7 @@ const fr_alg_t fr_alg_allreduce_recursive_doubling = {
     .mem_types = FR_MEM_HOST,
     .check = fr_alg_check_host,
     .run = rd_run,
-    .desc = "pairwise exchange of the whole vector in log2(p) rounds, extra ranks of a "
-            "non-power-of-two count folded onto partners; no parameters",
+    .desc = "pairwise exchange of the whole vector in log2(p) rounds; extra ranks folded onto partners",
     .needs = FR_NEEDS_UCX,
+    .tie_rank = 0,
 };

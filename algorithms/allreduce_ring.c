@@ -37,8 +37,9 @@ const fr_alg_t fr_alg_allreduce_ring = {
     .mem_types = FR_MEM_HOST,
     .check = fr_alg_check_host,
     .run = ring_run,
-    .desc = "reduce-scatter then allgather around the ring of ranks, each step pipelined in chunks; "
-            "chunk=bytes per message (default 256K)",
-    .params = FR_PARAM_CHUNK, .chunk_def = RING_CHUNK_DEFAULT,
+    .desc = "reduce-scatter then allgather around the ring of ranks, each step pipelined in chunks",
+    .params = { { FR_PARAM_CHUNK, { RING_CHUNK_DEFAULT / 4, RING_CHUNK_DEFAULT * 4 } } },
+    .chunk_def = RING_CHUNK_DEFAULT,
+    .tie_rank = 1,
     .needs = FR_NEEDS_UCX,
 };

@@ -1,7 +1,9 @@
 /* allreduce "shm": the ranks of one node reduce through the node's shared
- * segment. Small messages (up to one_shot_max bytes): every rank publishes
- * its vector and reduces all of them in rank order (one synchronisation).
- * Larger ones: in chunks, in three buffers in turn; each rank copies its chunk in,
+ * segment. Small messages (up to one_shot_max bytes: 8K, or 16K when the
+ * machine's ranks outnumber its cores): every rank publishes its vector and
+ * reduces all of them in rank order (one synchronisation). Larger ones: in
+ * chunks (up to 1M in one chunk, then chunk=512K; at most a third of
+ * FASTREDUCE_SHM_SIZE), in three buffers in turn; each rank copies its chunk in,
  * reduces its own slice of the chunk from every rank's copy, publishes the
  * result, and copies the other slices' results out. */
 #include <string.h>
@@ -85,9 +87,8 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 
 const fr_alg_t fr_alg_allreduce_shm = {
     .name = "shm", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_HOST, .check = fr_alg_check_shm, .run = run,
-    .desc = "single node, through one shared-memory segment: up to 8K (16K when the machine's ranks outnumber "
-            "its cores) every rank reduces all; above, "
-            "each rank reduces its slice of chunks in three buffers (up to 1M in one chunk, then chunk=512K; "
-            "at most a third of FASTREDUCE_SHM_SIZE)",
-    .params = FR_PARAM_CHUNK, .chunk_def = DEFAULT_CHUNK, .chunk_for = default_chunk,
+    .desc = "one node: the ranks reduce through the node's shared-memory segment",
+    .params = { { FR_PARAM_CHUNK, { DEFAULT_CHUNK / 4, DEFAULT_CHUNK * 4 } } },
+    .chunk_def = DEFAULT_CHUNK, .chunk_for = default_chunk,
+    .traits = FR_ALG_ONE_NODE | FR_ALG_SHM, .tie_rank = 4,
 };

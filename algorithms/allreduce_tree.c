@@ -4,7 +4,8 @@
  * from its children while chunk c+1 is in flight, sends it up, and forwards
  * result chunks down as they come back, so every level works on a different
  * chunk at once. Only the root computes final values, so every rank gets the
- * same bits. */
+ * same bits. The rule's fanout= is k (default 2, at most 64), its chunk=
+ * the bytes of one message. */
 #include "alg_util.h"
 
 #define TREE_CHUNK_DEFAULT  ((uint64_t)128 * 1024)
@@ -146,8 +147,10 @@ const fr_alg_t fr_alg_allreduce_tree = {
     .mem_types = FR_MEM_HOST,
     .check = fr_alg_check_host,
     .run = tree_run,
-    .desc = "pipelined reduce up a k-ary tree rooted at rank 0, then pipelined broadcast down it; "
-            "chunk=bytes per message (default 128K), fanout=k children per rank (default 2, max 64)",
-    .params = FR_PARAM_CHUNK | FR_PARAM_FANOUT, .chunk_def = TREE_CHUNK_DEFAULT,
+    .desc = "pipelined reduce up a k-ary tree rooted at rank 0 (k = fanout, default 2), then down it",
+    .params = { { FR_PARAM_CHUNK, { TREE_CHUNK_DEFAULT / 4, TREE_CHUNK_DEFAULT * 4 } },
+                { FR_PARAM_FANOUT, { 4, 8, FR_FANOUT_FLAT } } },
+    .chunk_def = TREE_CHUNK_DEFAULT,
     .needs = FR_NEEDS_UCX,
+    .tie_rank = 3,
 };

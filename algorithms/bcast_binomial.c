@@ -26,7 +26,7 @@ const fr_alg_t fr_alg_bcast_binomial = {
     .mem_types = FR_MEM_HOST,
     .check = fr_alg_check_host,
     .run = binomial_run,
-    .desc = "binomial tree from the root, the whole message on every edge, log2(n) rounds; "
-            "no parameters",
+    .desc = "binomial tree from the root, the whole message on every edge, log2(n) rounds",
     .needs = FR_NEEDS_UCX,
+    .tie_rank = 0,
 };

@@ -2,7 +2,8 @@
  * tree across the nodes over UCX between one rank per node (the root on its
  * node, local rank 0 elsewhere), then the shm bcast inside each node from
  * that rank. A rank forwards a chunk to its child nodes without waiting,
- * so those sends overlap its node's shared-memory stage. */
+ * so those sends overlap its node's shared-memory stage. Chunks are 512K
+ * (chunk=, at most a 2-rank node's shm bcast slot less its 64-byte header). */
 #include "alg_util.h"
 #include "copy.h"
 #include "shm.h"
@@ -63,9 +64,9 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
 
 const fr_alg_t fr_alg_bcast_hier = {
     .name = "hier", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_HOST, .check = check, .run = run,
-    .desc = "several nodes: binomial tree across the nodes over UCX between one rank per node, then "
-            "shared memory inside each node, per chunk (chunk=512K, at most a 2-rank node's shm bcast slot less "
-            "its 64-byte header)",
-    .params = FR_PARAM_CHUNK, .chunk_def = HIER_BCAST_CHUNK,
+    .desc = "several nodes: a binomial tree across the nodes (UCX), then shared memory inside each",
+    .params = { { FR_PARAM_CHUNK, { HIER_BCAST_CHUNK / 4, HIER_BCAST_CHUNK * 4 } } },
+    .chunk_def = HIER_BCAST_CHUNK,
     .needs = FR_NEEDS_UCX,
+    .traits = FR_ALG_NODES | FR_ALG_SHM, .tie_rank = 4,
 };

@@ -44,5 +44,6 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 
 const fr_alg_t fr_alg_bcast_mpi = {
     .name = "mpi", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_HOST, .check = fr_alg_check_host, .run = run,
-    .desc = "the MPI library's MPI_Bcast (reference and fallback)",
+    .desc = "the MPI library's MPI_Bcast (reference and last resort)",
+    .traits = FR_ALG_MPI | FR_ALG_LAST_RESORT, .tie_rank = 5,
 };

@@ -50,8 +50,9 @@ const fr_alg_t fr_alg_bcast_pipeline = {
     .mem_types = FR_MEM_HOST,
     .check = fr_alg_check_host,
     .run = pipe_run,
-    .desc = "chunked chain from the root through the ranks in ring order, 4 chunks in flight per "
-            "link; chunk=bytes per message (default 256K)",
-    .params = FR_PARAM_CHUNK, .chunk_def = PIPE_CHUNK_DEFAULT,
+    .desc = "chunked chain from the root through the ranks in ring order, 4 chunks in flight per link",
+    .params = { { FR_PARAM_CHUNK, { PIPE_CHUNK_DEFAULT / 4, PIPE_CHUNK_DEFAULT * 4 } } },
+    .chunk_def = PIPE_CHUNK_DEFAULT,
     .needs = FR_NEEDS_UCX,
+    .tie_rank = 1,
 };

@@ -49,8 +49,9 @@ const fr_alg_t fr_alg_bcast_scatter_allgather = {
     .mem_types = FR_MEM_HOST,
     .check = fr_alg_check_host,
     .run = sag_run,
-    .desc = "binomial scatter of n blocks then ring allgather (van de Geijn); "
-            "chunk=bytes per ring message (default 256K)",
-    .params = FR_PARAM_CHUNK, .chunk_def = SAG_CHUNK_DEFAULT,
+    .desc = "binomial scatter of n blocks, then a ring allgather in chunks (van de Geijn)",
+    .params = { { FR_PARAM_CHUNK, { SAG_CHUNK_DEFAULT / 4, SAG_CHUNK_DEFAULT * 4 } } },
+    .chunk_def = SAG_CHUNK_DEFAULT,
     .needs = FR_NEEDS_UCX,
+    .tie_rank = 2,
 };

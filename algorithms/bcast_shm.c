@@ -1,6 +1,10 @@
 /* bcast "shm": the root copies chunks into a ring of buffers in the node's
  * shared segment; the other ranks copy them out as they appear. The root
- * reuses a buffer once every rank has acknowledged it. */
+ * reuses a buffer once every rank has acknowledged it. The ring has 8
+ * buffers; a message of fewer than 8 chunks takes turns in those that fit
+ * in 2 MiB, 2 at least. Chunks are 256K, 512K from 1M (chunk=, at most
+ * FASTREDUCE_SHM_SIZE x ranks / 8 less a 64-byte header); chunks up to 16K
+ * go through a ring of 256 slots, up to 8 bytes a ring of 512 packed slots. */
 #include <string.h>
 #include "alg_util.h"
 #include "comm.h"
@@ -38,10 +42,8 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 
 const fr_alg_t fr_alg_bcast_shm = {
     .name = "shm", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_HOST, .check = fr_alg_check_shm, .run = run,
-    .desc = "single node: the root streams chunks through a ring of 8 shared-memory buffers (a message of "
-            "fewer than 8 chunks takes turns in those that fit in 2 MiB, 2 at least); "
-            "chunk=256K, 512K from 1M (at most FASTREDUCE_SHM_SIZE x ranks / 8, less a 64-byte header); chunks "
-            "up to 16K go through a ring of 256 slots, up to 8 bytes a ring of "
-            "512 packed slots",
-    .params = FR_PARAM_CHUNK, .chunk_def = DEFAULT_CHUNK, .chunk_for = default_chunk,
+    .desc = "one node: the root streams chunks through a ring of shared-memory buffers",
+    .params = { { FR_PARAM_CHUNK, { DEFAULT_CHUNK / 4, DEFAULT_CHUNK * 4 } } },
+    .chunk_def = DEFAULT_CHUNK, .chunk_for = default_chunk,
+    .traits = FR_ALG_ONE_NODE | FR_ALG_SHM, .tie_rank = 3,
 };

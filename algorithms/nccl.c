@@ -107,26 +107,31 @@ static fr_status_t run_own(fr_call_t *c, struct fr_comm *m) { return run(c, m, F
 static fr_status_t run_ring(fr_call_t *c, struct fr_comm *m) { return run(c, m, fr_nccl_algo_of("nccl_ring")); }
 static fr_status_t run_tree(fr_call_t *c, struct fr_comm *m) { return run(c, m, fr_nccl_algo_of("nccl_tree")); }
 
+/* proto= of the steered names, and every protocol for the tuner to try */
+#define PROTOS { FR_PARAM_PROTO, { FR_PROTO_LL, FR_PROTO_LL128, FR_PROTO_SIMPLE } }
+
 const fr_alg_t fr_alg_allreduce_nccl = {
     .name = "nccl", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_CUDA, .check = check_own, .run = run_own,
-    .desc = "device buffers: ncclAllReduce with NCCL's own choice of algorithm and protocol",
+    .desc = "ncclAllReduce with NCCL's own choice of algorithm and protocol",
+    .tie_rank = 0,   /* a tie keeps NCCL deciding */
 };
 const fr_alg_t fr_alg_allreduce_nccl_ring = {
     .name = "nccl_ring", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_CUDA, .check = check_steered,
-    .run = run_ring, .desc = "device buffers: NCCL's ring (forced through fastreduce's tuner plugin)",
-    .params = FR_PARAM_PROTO,
+    .run = run_ring, .desc = "NCCL's ring, forced through fastreduce's tuner plugin",
+    .params = { PROTOS }, .tie_rank = 1,
 };
 const fr_alg_t fr_alg_allreduce_nccl_tree = {
     .name = "nccl_tree", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_CUDA, .check = check_steered,
-    .run = run_tree, .desc = "device buffers: NCCL's tree (forced through fastreduce's tuner plugin)",
-    .params = FR_PARAM_PROTO,
+    .run = run_tree, .desc = "NCCL's tree, forced through fastreduce's tuner plugin",
+    .params = { PROTOS }, .tie_rank = 2,
 };
 const fr_alg_t fr_alg_bcast_nccl = {
     .name = "nccl", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_CUDA, .check = check_own, .run = run_own,
-    .desc = "device buffers: ncclBroadcast with NCCL's own choice of protocol (its broadcast is a ring)",
+    .desc = "ncclBroadcast with NCCL's own choice of protocol (its broadcast is a ring)",
+    .tie_rank = 0,
 };
 const fr_alg_t fr_alg_bcast_nccl_ring = {
     .name = "nccl_ring", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_CUDA, .check = check_steered,
-    .run = run_ring, .desc = "device buffers: ncclBroadcast, its ring and proto= forced through the plugin",
-    .params = FR_PARAM_PROTO,
+    .run = run_ring, .desc = "ncclBroadcast, its ring and proto= forced through the plugin",
+    .params = { PROTOS }, .tie_rank = 1,
 };

@@ -37,11 +37,17 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
     return fr_device_copy(call->recvbuf, h, call->bytes, call->stream);
 }
 
+/* It serves every device call; it is never a tuner candidate (never faster
+ * than the host algorithm it runs), so its tie rank is after every other. */
+#define TRAITS (FR_ALG_VIA_HOST | FR_ALG_LAST_RESORT)
+
 const fr_alg_t fr_alg_allreduce_staged = {
     .name = "staged", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_CUDA, .check = check, .run = run,
     .desc = "device buffers through pinned host memory and the host algorithm the table picks",
+    .traits = TRAITS, .tie_rank = 8,
 };
 const fr_alg_t fr_alg_bcast_staged = {
     .name = "staged", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_CUDA, .check = check, .run = run,
     .desc = "device buffers through pinned host memory and the host algorithm the table picks",
+    .traits = TRAITS, .tie_rank = 8,
 };

@@ -206,40 +206,48 @@ static void add_cand(tc_grid_t *g, int nodes, int coll, int alg, uint64_t chunk,
     snprintf(k->label, sizeof k->label, "%s", p ? p : fr_algs[alg]->name);
 }
 
+/* The variant of algorithm @p a with parameter @p key at @p v, the value
+ * the registry lists for the tuner, where it can differ from the others in
+ * this job: a fanout below the flat tree's (FR_FANOUT_FLAT: as many
+ * children as the job allows, at most 64) and above the binary tree's;
+ * across= only between several nodes, rd only on a power-of-two node count
+ * (elsewhere it runs the ring). */
+static void add_variant(tuner_t *T, int coll, int a, int key, uint64_t v)
+{
+    const struct fr_comm *c = T->comm;
+    int flat = c->size - 1 < 64 ? c->size - 1 : 64, f = v == FR_FANOUT_FLAT ? flat : (int)v;
+    switch (key) {
+    case FR_PARAM_CHUNK: add_cand(&T->g, c->nnodes, coll, a, v, 0, 0, 0); break;
+    case FR_PARAM_FANOUT:
+        if (f > 2 && f <= c->size - 1 && (v == FR_FANOUT_FLAT || f < c->size - 1))
+            add_cand(&T->g, c->nnodes, coll, a, 0, f, 0, 0);
+        break;
+    case FR_PARAM_ACROSS:
+        if (c->nnodes > 1 && (v != FR_ACROSS_RD || !(c->nnodes & (c->nnodes - 1))))
+            add_cand(&T->g, c->nnodes, coll, a, 0, 0, (int)v, 0);
+        break;
+    case FR_PARAM_PROTO: add_cand(&T->g, c->nnodes, coll, a, 0, 0, 0, (int)v); break;
+    }
+}
+
 /* Every algorithm of the wanted collectives for the memory measured (but
- * staged, never faster than its host algorithm), with its
- * parameter variants: chunk a quarter and four times its default (at most
- * 4M), fanout 4, 8 and a flat tree where the job is big enough for them to
- * differ, across=ring|rd on several nodes, each NCCL protocol (proto=). */
+ * those that run a host algorithm on copies, never faster than it), each
+ * with the variants of the parameters it reads (the values its fr_alg_t
+ * lists), in the order of the parameters' keys. */
 static void make_cands(tuner_t *T)
 {
-    tc_grid_t *g = &T->g;
-    const struct fr_comm *c = T->comm;
     for (int coll = 0; coll < FR_COLL_COUNT; coll++) {
         if (!(T->o.colls & (1 << coll))) continue;
         for (int a = 0; a < fr_nalgs; a++) {
             const fr_alg_t *A = fr_algs[a];
             if ((int)A->coll != coll || !(A->mem_types & T->mem) || !wanted(&T->o, A->name) ||
-                !strcmp(A->name, "staged"))
+                (A->traits & FR_ALG_VIA_HOST))
                 continue;
-            add_cand(g, c->nnodes, coll, a, 0, 0, 0, 0);
-            if (A->params & FR_PARAM_CHUNK)
-                for (int k = 0; k < 2; k++) {
-                    uint64_t v = k ? A->chunk_def * 4 : A->chunk_def / 4;
-                    if (v >= 4096 && v <= ((uint64_t)4 << 20)) add_cand(g, c->nnodes, coll, a, v, 0, 0, 0);
-                }
-            if ((A->params & FR_PARAM_FANOUT) && c->size > 3) {
-                int fan[3] = { 4, 8, c->size - 1 < 64 ? c->size - 1 : 64 };
-                for (int k = 0; k < 3; k++)
-                    if (fan[k] > 2 && fan[k] <= c->size - 1 && (k < 2 ? fan[k] < c->size - 1 : 1))
-                        add_cand(g, c->nnodes, coll, a, 0, fan[k], 0, 0);
+            add_cand(&T->g, T->comm->nnodes, coll, a, 0, 0, 0, 0);
+            for (int key = 1; key < FR_PARAM_COUNT; key++) {
+                const fr_alg_param_t *p = fr_alg_param(A, key);
+                for (int k = 0; p && k < FR_SWEEP_MAX && p->sweep[k]; k++) add_variant(T, coll, a, key, p->sweep[k]);
             }
-            if ((A->params & FR_PARAM_ACROSS) && c->nnodes > 1) {
-                add_cand(g, c->nnodes, coll, a, 0, 0, FR_ACROSS_RING, 0);
-                if (!(c->nnodes & (c->nnodes - 1))) add_cand(g, c->nnodes, coll, a, 0, 0, FR_ACROSS_RD, 0);
-            }
-            if (A->params & FR_PARAM_PROTO)
-                for (int p = FR_PROTO_LL; p <= FR_PROTO_SIMPLE; p++) add_cand(g, c->nnodes, coll, a, 0, 0, 0, p);
         }
     }
 }

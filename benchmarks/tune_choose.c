@@ -54,26 +54,17 @@ int tc_sizes(uint64_t min, uint64_t max, uint64_t unit, uint64_t *out, int cap)
     return n;
 }
 
-/* On one node `shm` comes first: one segment and two waits a chunk, where
- * the point-to-point algorithms pass UCX messages through the same memory
- * in more steps. (On the 2-core VM a run that measured 1.5-2 KiB
- * allreduces in a slow spell, every algorithm at 1.3-1.8 us, gave the tie
- * at 2 KiB to `recursive_doubling`, which then ran 1.24 times as long as
- * `shm` beside it.) */
+/* Ties go by the registry's tie_rank of the algorithm, ten apart so that
+ * each parameter a candidate sets can add one. On one node an algorithm
+ * made for one node (FR_ALG_ONE_NODE: shm) comes first: one segment and two
+ * waits a chunk, where the point-to-point algorithms pass UCX messages
+ * through the same memory in more steps. An unknown name comes last. */
 int tc_simplicity(int coll, const char *name, int nodes)
 {
-    static const char *const order[FR_COLL_COUNT][8] = {
-        { "recursive_doubling", "ring", "rabenseifner", "tree", "shm", "hier", "mpi", NULL },
-        { "binomial", "pipeline", "scatter_allgather", "shm", "hier", "mpi", NULL, NULL },
-    };
-    /* device buffers: NCCL's own choice first (a tie keeps NCCL deciding) */
-    static const char *const dev[] = { "nccl", "nccl_ring", "nccl_tree", NULL };
-    if (nodes == 1 && !strcmp(name, "shm")) return -10;
-    for (int i = 0; dev[i]; i++)
-        if (!strcmp(dev[i], name)) return i * 10;
-    for (int i = 0; coll >= 0 && coll < FR_COLL_COUNT && order[coll][i]; i++)
-        if (!strcmp(order[coll][i], name)) return i * 10;
-    return 80;
+    int i = coll >= 0 && coll < FR_COLL_COUNT ? fr_alg_lookup(coll, name) : -1;
+    if (i < 0) return 80;
+    if (nodes == 1 && (fr_algs[i]->traits & FR_ALG_ONE_NODE)) return -10;
+    return fr_algs[i]->tie_rank * 10;
 }
 
 double tc_noise(const tc_meas_t *best, const tc_meas_t *other, const tc_policy_t *p)

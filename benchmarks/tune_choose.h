@@ -23,8 +23,8 @@ typedef struct tc_cand {
 
 /* How simple algorithm @p name of collective @p coll is, for a job of
  * @p nodes nodes (lower is simpler; a candidate adds one per parameter it
- * sets): fewer moving parts first, the MPI library's own last; NCCL's own
- * choice first among device algorithms; on one node `shm` first of all. */
+ * sets): the registry's tie_rank (fr_alg_t), and on one node an algorithm
+ * made for one node first of all. */
 int tc_simplicity(int coll, const char *name, int nodes);
 
 /* What happened at one (candidate, size). */

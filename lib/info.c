@@ -12,17 +12,93 @@
 static void usage(void)
 {
     printf("usage: fastreduce-info [--no-table]\n"
+           "       fastreduce-info --algorithms [--markdown]\n"
            "  Prints the version, the optional parts built in, every FASTREDUCE_* setting,\n"
            "  every algorithm, and the selection table resolved for this job (run it under\n"
-           "  mpirun to see the table of a given shape).\n");
+           "  mpirun to see the table of a given shape).\n"
+           "  --algorithms: only the registry's algorithms, with the jobs they serve, their\n"
+           "  rule parameters and the values the tuner tries, their tie order; no MPI.\n"
+           "  --markdown: as the table of README.md and docs/tuning.md.\n");
+}
+
+/* Which jobs @p a serves, from its traits. */
+static const char *jobs_of(const fr_alg_t *a)
+{
+    if (a->traits & FR_ALG_ONE_NODE) return "one node";
+    if (a->traits & FR_ALG_EQUAL_NODES) return "several nodes of equal size";
+    if (a->traits & FR_ALG_NODES) return "several nodes";
+    return a->traits & FR_ALG_LAST_RESORT ? "any (the last resort)" : "any";
+}
+
+/* One swept value of parameter @p key as a rule writes it ("64K", "rd"). */
+static const char *value_of(int key, uint64_t v, char *buf, size_t len)
+{
+    char w[64];
+    if (key == FR_PARAM_FANOUT && v == FR_FANOUT_FLAT) return snprintf(buf, len, "flat"), buf;
+    fr_params_format(key == FR_PARAM_CHUNK ? v : 0, key == FR_PARAM_FANOUT ? (int)v : 0,
+                     key == FR_PARAM_ACROSS ? (int)v : 0, key == FR_PARAM_PROTO ? (int)v : 0, w, sizeof w);
+    const char *eq = strchr(w, '=');
+    snprintf(buf, len, "%s", eq ? eq + 1 : w);
+    return buf;
+}
+
+/* @p a's rule parameters: "`chunk` 256K (64K, 1M)": the key, the default
+ * where the registry has it, and the values the tuner tries. */
+static const char *params_of(const fr_alg_t *a, const char *q, char *buf, size_t len)
+{
+    static const char *const keys[FR_PARAM_COUNT] = { "", "chunk", "fanout", "across", "proto" };
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int key = 1; key < FR_PARAM_COUNT; key++) {
+        const fr_alg_param_t *p = fr_alg_param(a, key);
+        char v[64];
+        if (!p || n >= len) continue;
+        n += (size_t)snprintf(buf + n, len - n, "%s%s%s%s", n ? "; " : "", q, keys[key], q);
+        if (key == FR_PARAM_CHUNK && n < len)
+            n += (size_t)snprintf(buf + n, len - n, " %s%s", value_of(key, a->chunk_def, v, sizeof v),
+                                  a->chunk_for ? ", varies with size" : "");
+        for (int k = 0; k < FR_SWEEP_MAX && p->sweep[k] && n < len; k++)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", k ? ", " : " (tuner: ", value_of(key, p->sweep[k], v, sizeof v));
+        if (p->sweep[0] && n < len) n += (size_t)snprintf(buf + n, len - n, ")");
+    }
+    if (!buf[0]) snprintf(buf, len, "none");
+    return buf;
+}
+
+/* The registry, one algorithm a line: as text, or as a Markdown table. */
+static void print_algorithms(int markdown)
+{
+    const char *q = markdown ? "`" : "";
+    if (markdown)
+        printf("| collective | algorithm | memory | jobs | rule parameters | ties | what it does |\n"
+               "| --- | --- | --- | --- | --- | --- | --- |\n");
+    for (int i = 0; i < fr_nalgs; i++) {
+        const fr_alg_t *a = fr_algs[i];
+        char params[256], ties[64];
+        snprintf(ties, sizeof ties, "%d%s", a->tie_rank, a->traits & FR_ALG_ONE_NODE ? ", first on one node" : "");
+        const char *mem = a->mem_types == FR_MEM_CUDA ? "cuda" : a->mem_types == FR_MEM_HOST ? "host" : "host, cuda";
+        params_of(a, q, params, sizeof params);
+        if (markdown)
+            printf("| %s | `%s` | %s | %s | %s | %s | %s |\n", fr_coll_name(a->coll), a->name, mem, jobs_of(a),
+                   params, ties, a->desc);
+        else
+            printf("%-9s %-18s %-4s  %s\n%30sjobs: %s; parameters: %s; ties: %s\n", fr_coll_name(a->coll), a->name,
+                   mem, a->desc, "", jobs_of(a), params, ties);
+    }
 }
 
 int main(int argc, char **argv)
 {
-    int table = 1;
+    int table = 1, algorithms = 0, markdown = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-table")) table = 0;
+        else if (!strcmp(argv[i], "--algorithms")) algorithms = 1;
+        else if (!strcmp(argv[i], "--markdown")) markdown = 1;
         else { usage(); return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 1 : 0; }
+    }
+    if (algorithms || markdown) {
+        print_algorithms(markdown);
+        return 0;
     }
     MPI_Init(&argc, &argv);
     int rank = 0;

@@ -189,11 +189,15 @@ void fr_select_use(struct fr_comm *c, fr_table_t table)
     select_index(c);
 }
 
-/* The last resort: the MPI library's own for host buffers, the staged path
- * (host copies and the MPI library's own underneath at worst) for device ones. */
+/* The last resort: the algorithm of the collective and memory type that
+ * serves every call (FR_ALG_LAST_RESORT: the MPI library's own for host
+ * buffers, the staged path for device ones). */
 static int fallback_alg(fr_coll_t coll, fr_mem_t mem)
 {
-    return fr_alg_lookup(coll, mem == FR_MEM_CUDA ? "staged" : "mpi");
+    for (int i = 0; i < fr_nalgs; i++)
+        if (fr_algs[i]->coll == coll && (fr_algs[i]->mem_types & mem) && (fr_algs[i]->traits & FR_ALG_LAST_RESORT))
+            return i;
+    return -1;
 }
 
 /* The next rule matching @p call from position *k on (in c->sel, group

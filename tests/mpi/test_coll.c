@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include "testutil.h"
 #include "reference.h"
+#include "forced.h"
 
 static int np, me;
 static int quick;
@@ -26,34 +27,34 @@ static int cfg_node_size;
 static int nnodes;
 static int equal_nodes = 1;   /* every node has as many ranks */
 
-static const char *const ar_algs[] = { "ring", "recursive_doubling", "rabenseifner", "tree", "shm", "hier", "mpi" };
-static const char *const bc_algs[] = { "binomial", "scatter_allgather", "pipeline", "shm", "hier", "mpi" };
-#define N_AR (int)(sizeof ar_algs / sizeof ar_algs[0])
-#define N_BC (int)(sizeof bc_algs / sizeof bc_algs[0])
+/* every host algorithm of the registry, each collective's in turn */
+static const fr_alg_t *ar_algs[TU_MAX_FORCED], *bc_algs[TU_MAX_FORCED];
 
 enum { COLL_AR = 0, COLL_BC = 1 };
 
 typedef struct comm_ent {
     const char *algo;      /* forced algorithm, NULL for the default table */
+    const fr_alg_t *alg;   /* its registry entry */
     int         coll;      /* COLL_AR or COLL_BC */
     fr_comm_t   comm;
     long        calls, ran, declined;
     char        fallback[64];
 } comm_ent_t;
 
-static comm_ent_t ar_comms[N_AR + 1], bc_comms[N_BC + 1];
+static comm_ent_t ar_comms[TU_MAX_FORCED + 1], bc_comms[TU_MAX_FORCED + 1];
 static int n_arc, n_bcc;
 static uint64_t sel_hash = 0xcbf29ce484222325ull;  /* every name reported, in order */
 
 /* ---- checks -------------------------------------------------------------- */
 
-/* Shapes where a forced algorithm must decline: shm across nodes, hier on
- * one node, and hier allreduce on nodes of unequal sizes. */
+/* Shapes where a forced algorithm must decline, by its traits: one made
+ * for one node across nodes, one made for several nodes on one, one that
+ * needs equal nodes on nodes of unequal sizes (shm; hier; hier allreduce). */
 static int cannot_serve(const comm_ent_t *ce)
 {
-    if (!strcmp(ce->algo, "shm")) return nnodes > 1;
-    if (!strcmp(ce->algo, "hier")) return nnodes < 2 || (ce->coll == COLL_AR && !equal_nodes);
-    return 0;
+    unsigned t = ce->alg->traits;
+    return ((t & FR_ALG_ONE_NODE) && nnodes > 1) || ((t & FR_ALG_NODES) && nnodes < 2) ||
+           ((t & FR_ALG_EQUAL_NODES) && !equal_nodes);
 }
 
 static void note_choice(comm_ent_t *ce, const char *alg, size_t count)
@@ -176,8 +177,8 @@ static void test_allreduce_stream(void)
     for (int c = 0; c < n_arc; c++) {
         comm_ent_t *ce = &ar_comms[c];
         /* (not the MPI library's own: nothing of ours is reused there, and MPICH's
-         * waiting ranks spin, which made this 38 s of a 6-rank launch on 2 cores) */
-        if (ce->algo && !strcmp(ce->algo, "mpi")) continue;
+         * waiting ranks spin, which makes this slow where ranks outnumber cores) */
+        if (ce->alg && (ce->alg->traits & FR_ALG_MPI)) continue;
         tu_begin("allreduce stream algo=%s: %d calls, types, sizes and in-place changing",
                  ce->algo ? ce->algo : "default", ncalls);
         int bad = -1;
@@ -191,10 +192,9 @@ static void test_allreduce_stream(void)
         TU_CHECK(bad < 0, "call %d (%s, %zu bytes, in place %d) gave a wrong result or failed", bad,
                  bad < 0 ? "" : tu_dtype_names[dts[bad % 3]], bad < 0 ? (size_t)0 : sizes[(bad / 3) % nsz],
                  bad < 0 ? 0 : (bad / 7) % 2);
-        /* (only where shm's buffers serve: the others' large calls are tested
-         * by the counts of test_allreduce_case, and these took 3 s more of a
-         * 6-rank launch over TCP on 2 cores) */
-        if (ce->algo && strcmp(ce->algo, "shm") && strcmp(ce->algo, "hier")) continue;
+        /* (only where the shared segment's buffers serve: the others' large
+         * calls are tested by the counts of test_allreduce_case) */
+        if (ce->alg && !(ce->alg->traits & FR_ALG_SHM)) continue;
         const int n = 3 * nbig;
         tu_begin("allreduce stream algo=%s: %d calls of 8 KB to 1.1 MB, in place or not", ce->algo ? ce->algo : "default",
                  n);
@@ -400,21 +400,16 @@ static void test_bcast_stream(void)
 
 /* ---- setup --------------------------------------------------------------- */
 
-static int create_comm(comm_ent_t *ce, const char *algo, int coll)
+static int create_comm(comm_ent_t *ce, const fr_alg_t *a, int coll)
 {
     char spec[64];
     fr_config_t cfg = FR_CONFIG_INIT;
+    const char *algo = a ? a->name : NULL;
     memset(ce, 0, sizeof *ce);
     ce->algo = algo;
+    ce->alg = a;
     ce->coll = coll;
-    if (algo) {
-        /* shm and mpi name both collectives: force only the one under test */
-        if (!strcmp(algo, "shm") || !strcmp(algo, "hier") || !strcmp(algo, "mpi"))
-            snprintf(spec, sizeof spec, "%s=%s", coll == COLL_AR ? "allreduce" : "bcast", algo);
-        else
-            snprintf(spec, sizeof spec, "%s", algo);
-        cfg.algo = spec;
-    }
+    if (a) cfg.algo = tu_force_spec(a, spec, sizeof spec);
     cfg.node_size = cfg_node_size;
     tu_begin("fr_comm_create algo=%s", algo ? algo : "default");
     fr_comm_t c = NULL;
@@ -463,10 +458,12 @@ int main(int argc, char **argv)
     double t0 = MPI_Wtime();
 
     int known = !only || !strcmp(only, "default");
-    for (int a = 0; a < N_AR; a++)
-        if (!only || !strcmp(only, ar_algs[a])) { known = 1; if (create_comm(&ar_comms[n_arc], ar_algs[a], COLL_AR)) n_arc++; }
-    for (int a = 0; a < N_BC; a++)
-        if (!only || !strcmp(only, bc_algs[a])) { known = 1; if (create_comm(&bc_comms[n_bcc], bc_algs[a], COLL_BC)) n_bcc++; }
+    const int n_ar = tu_forced("test_coll", FR_COLL_ALLREDUCE, 0, ar_algs);
+    const int n_bc = tu_forced("test_coll", FR_COLL_BCAST, 0, bc_algs);
+    for (int a = 0; a < n_ar; a++)
+        if (!only || !strcmp(only, ar_algs[a]->name)) { known = 1; if (create_comm(&ar_comms[n_arc], ar_algs[a], COLL_AR)) n_arc++; }
+    for (int a = 0; a < n_bc; a++)
+        if (!only || !strcmp(only, bc_algs[a]->name)) { known = 1; if (create_comm(&bc_comms[n_bcc], bc_algs[a], COLL_BC)) n_bcc++; }
     if (!only || !strcmp(only, "default")) {
         if (create_comm(&ar_comms[n_arc], NULL, COLL_AR)) {
             bc_comms[n_bcc] = ar_comms[n_arc];

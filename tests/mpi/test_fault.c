@@ -22,13 +22,12 @@
  */
 #include <ctype.h>
 #include "testutil.h"
+#include "forced.h"
 
 static int np, me;
 static double tmo = 0.5;
 static const char *only;   /* --algo NAME: only that algorithm's skip tests */
 
-static const char *const ar_algs[] = { "ring", "recursive_doubling", "rabenseifner", "tree", "shm", "hier", "mpi" };
-static const char *const bc_algs[] = { "binomial", "scatter_allgather", "pipeline", "shm", "hier", "mpi" };
 
 static int contains(const char *s, const char *sub) { return s && strstr(s, sub) != NULL; }
 
@@ -151,6 +150,7 @@ static float *big;
 static void test_skip(int coll, const char *alg, int check)
 {
     if (only && strcmp(only, alg)) return;
+    const fr_alg_t *a = fr_algs[fr_alg_lookup(coll, alg)];
     char spec[80], tbuf[32];
     snprintf(spec, sizeof spec, "%s=%s%s", coll ? "bcast" : "allreduce", alg, check ? " with FASTREDUCE_CHECK" : "");
     snprintf(tbuf, sizeof tbuf, "%g", tmo);
@@ -158,8 +158,9 @@ static void test_skip(int coll, const char *alg, int check)
     char forced[64];
     snprintf(forced, sizeof forced, "%s=%s", coll ? "bcast" : "allreduce", alg);
     cfg.algo = forced;
-    /* hier needs two nodes of equal size; shm one node */
-    if (!strcmp(alg, "hier")) cfg.node_size = np % 2 == 0 ? np / 2 : 1;
+    /* one made for several nodes gets two of equal size (or nodes of one
+     * rank); one made for one node has it */
+    if (a->traits & FR_ALG_NODES) cfg.node_size = np % 2 == 0 ? np / 2 : 1;
     setenv("FASTREDUCE_TIMEOUT", tbuf, 1);
     if (check) setenv("FASTREDUCE_CHECK", "1", 1);
     fr_comm_t c = NULL;
@@ -210,7 +211,7 @@ static void test_skip(int coll, const char *alg, int check)
         TU_CHECK(contains(msg, "waiting for") && contains(msg, "rank"), "no peers in: %s", msg);
         TU_CHECK(contains(msg, "unusable"), "does not say the communicator is unusable: %s", msg);
         /* (the MPI library does not say whom it waits for) */
-        named = !strcmp(alg, "mpi") || check || names_rank(msg, skipper);
+        named = (a->traits & FR_ALG_MPI) || check || names_rank(msg, skipper);
     }
     tu_begin("%s skipped by rank %d: later calls say the communicator is unusable", spec, skipper);
     if (waiter) {
@@ -264,8 +265,10 @@ int main(int argc, char **argv)
         test_check(NULL);
         test_check("ring");
         test_check_rank0_only();
-        for (size_t a = 0; a < sizeof ar_algs / sizeof ar_algs[0]; a++) test_skip(0, ar_algs[a], 0);
-        for (size_t a = 0; a < sizeof bc_algs / sizeof bc_algs[0]; a++) test_skip(1, bc_algs[a], 0);
+        /* every host algorithm of the registry */
+        const fr_alg_t *algs[TU_MAX_FORCED];
+        for (int coll = 0; coll < FR_COLL_COUNT; coll++)
+            for (int a = 0, n = tu_forced("test_fault", coll, 0, algs); a < n; a++) test_skip(coll, algs[a]->name, 0);
         /* the skip found by FASTREDUCE_CHECK's own agreement (an MPI request left behind) */
         test_skip(0, "ring", 1);
         test_skip(1, "shm", 1);

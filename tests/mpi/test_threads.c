@@ -32,14 +32,16 @@
 #include <unistd.h>
 #include <mpi.h>
 #include "fastreduce.h"
+#include "forced.h"
 
 static int wrank, wsize, nthreads = 4, nrounds = 4, ncalls = 60;
 static pthread_mutex_t print_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static const char *const ar_algs[] = { "ring", "recursive_doubling", "rabenseifner", "tree", "shm", "mpi" };
-static const char *const bc_algs[] = { "binomial", "scatter_allgather", "pipeline", "shm", "mpi" };
-#define N_AR (int)(sizeof ar_algs / sizeof ar_algs[0])
-#define N_BC (int)(sizeof bc_algs / sizeof bc_algs[0])
+/* The host algorithms of the registry forced in turn, but those made for
+ * several nodes (hier): the test runs on one node and checks that the
+ * forced algorithm is the one chosen, and those decline every call there. */
+static const fr_alg_t *ar_algs[TU_MAX_FORCED], *bc_algs[TU_MAX_FORCED];
+static int n_ar, n_bc;
 /* element counts: one element to past the shm and pipeline chunk sizes */
 static const size_t counts[] = { 1, 7, 100, 1000, 4096, 65536, 300000 };
 #define NCOUNTS (int)(sizeof counts / sizeof counts[0])
@@ -134,7 +136,7 @@ static void *run(void *arg)
     long k = 0;
     for (int round = 0; round < nrounds; round++) {
         char algo[96];
-        const char *ar = ar_algs[(t->id + round) % N_AR], *bc = bc_algs[(t->id + round) % N_BC];
+        const char *ar = ar_algs[(t->id + round) % n_ar]->name, *bc = bc_algs[(t->id + round) % n_bc]->name;
         snprintf(algo, sizeof algo, "allreduce=%s,bcast=%s", ar, bc);
         fr_config_t cfg = FR_CONFIG_INIT;
         cfg.algo = algo;
@@ -208,6 +210,8 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    n_ar = tu_forced("test_threads", FR_COLL_ALLREDUCE, FR_ALG_NODES, ar_algs);
+    n_bc = tu_forced("test_threads", FR_COLL_BCAST, FR_ALG_NODES, bc_algs);
     for (int a = 1; a < argc; a++) {
         const char *v = a + 1 < argc ? argv[a + 1] : NULL;
         if (v && !strcmp(argv[a], "--threads")) { nthreads = atoi(v); a++; }
