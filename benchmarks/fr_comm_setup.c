@@ -10,6 +10,7 @@
 #include <string.h>
 #include <mpi.h>
 #include "fastreduce.h"
+#include "settings.h"
 
 enum { M_CREATE, M_DESTROY, M_ALLREDUCE, M_BCAST, M_COUNT };
 static const char *const m_name[M_COUNT] = {"create", "destroy", "create+allreduce", "create+bcast"};
@@ -142,7 +143,10 @@ int main(int argc, char **argv)
         if (all_wrong) rc = 1;
         qsort(t, (size_t)o.reps, sizeof *t, cmp_double);
         if (rank == 0) {
-            const char *nodes = o.cfg.node_size > 0 || (getenv("FASTREDUCE_NODE_SIZE") && atoi(getenv("FASTREDUCE_NODE_SIZE")) > 0) ? "faked" : "one";
+            fr_settings_t set = {0};
+            fr_settings_load(&set, &o.cfg, -1, FR_S_BIT(FR_S_NODE_SIZE));
+            const char *nodes = set.node_size > 0 ? "faked" : "one";
+            fr_settings_free(&set);
             /* (the process's first communicator also discovers the topology) */
             if (m == M_CREATE)
                 printf("  %-3d %-10s %-18s %6d %11.3f %11.3f %11.3f %7d\n", size, nodes, "first create", 1,

@@ -152,6 +152,7 @@ static void free_comm(struct fr_comm *c)
     fr_shm_destroy(c);
     fr_ucx_destroy(c);
     fr_table_free(&c->table);
+    fr_settings_free(&c->set);
     free(c->sel);
     int fin = 0;
     MPI_Finalized(&fin);
@@ -196,31 +197,32 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     PMPI_Comm_rank(c->mpi, &c->rank);
     PMPI_Comm_size(c->mpi, &c->size);
     fr_log_set_rank(c->rank);
+    fr_settings_load(&c->set, config, c->rank, fr_settings_when(FR_WHEN_CREATE));
 
-    int node_size = config && config->node_size > 0 ? config->node_size : (int)fr_env_int("FASTREDUCE_NODE_SIZE");
     fr_nodeinfo_t ni;
-    FR_CHECK_GOTO(fr_node_group(c->mpi, node_size, &ni), st, fail);
+    FR_CHECK_GOTO(fr_node_group(c->mpi, (int)c->set.node_size, c->set.hostid, &ni), st, fail);
     c->node = ni.node; c->nnodes = ni.nnodes; c->local_rank = ni.local_rank; c->local_size = ni.local_size;
     c->ppn = ni.ppn; c->rank_node = ni.rank_node; c->rank_local = ni.rank_local; c->node_comm = ni.node_comm;
 
     /* Before UCX starts: binding and the NIC it is told to use. */
     fr_binding_t bind;
-    st = fr_topo_bind(c->mpi, c->rank, &bind);
+    st = fr_topo_bind(c->mpi, c->rank, &c->set, &bind);
     FR_CHECK_GOTO(fr_agree(c->mpi, st, "binding"), st, fail);
     c->gpu = bind.gpu;
     snprintf(c->nic, sizeof c->nic, "%s", bind.nic);
     snprintf(c->fingerprint, sizeof c->fingerprint, "%s", bind.fingerprint);
     c->llc_share = bind.llc_share;
 
-    FR_CHECK_GOTO(fr_select_load(c, config), st, fail);
-    c->spin = (uint64_t)fr_env_int("FASTREDUCE_SPIN");
+    FR_CHECK_GOTO(fr_select_load(c), st, fail);
+    c->spin = (uint64_t)c->set.spin;
     FR_CHECK_GOTO(fr_wait_setup(c), st, fail);
     /* agreed over the node: it picks between two protocols of shm allreduce */
     int over = oversubscribed(c->mpi, c->rank, c->node, c->node_comm);
     st = PMPI_Allreduce(&over, &c->oversubscribed, 1, MPI_INT, MPI_MAX, c->node_comm) == MPI_SUCCESS
              ? FR_SUCCESS : FR_ERROR(FR_ERR_MPI, "MPI_Allreduce over the node failed");
     FR_CHECK_GOTO(fr_agree(c->mpi, st, "node oversubscription"), st, fail);
-    if (!fr_env("FASTREDUCE_SPIN") && c->oversubscribed) c->spin = 20; /* yield soon */
+    /* (yield soon, unless the variable was set, even malformed) */
+    if (c->set.src[FR_S_SPIN] == FR_FROM_DEFAULT && c->oversubscribed) c->spin = 20;
     /* a node that could not share its segment fails the whole communicator,
      * so the other nodes' ranks do not wait for it below */
     FR_CHECK_GOTO(fr_agree(c->mpi, fr_shm_create(c), "shared memory"), st, fail);

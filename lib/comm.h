@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <mpi.h>
 #include "fastreduce.h"
+#include "settings.h"
 #include "tune.h"
 
 typedef enum { FR_COLL_ALLREDUCE = 0, FR_COLL_BCAST, FR_COLL_COUNT } fr_coll_t;
@@ -60,6 +61,10 @@ struct fr_comm {
     uint64_t     shm_size;     /* FASTREDUCE_SHM_SIZE as the communicator's rank 0 read it: the same on
                                   every rank (lib/shm.c, fr_shm_create) */
     fr_table_t   table;        /* the resolved selection table (same on every rank) */
+    /* The settings as this rank read them at fr_comm_create (fr_config_t
+     * applied), and FASTREDUCE_NCCL_TUNER from the NCCL set-up: a program
+     * may change the environment between communicators. */
+    fr_settings_t set;
     /* The rules of table that can match this communicator (its nodes and
      * ranks per node), in order: those of collective k and memory type m
      * (0 host, 1 device) are sel[sel_at[2k+m] .. sel_at[2k+m+1]); NULL:
@@ -178,8 +183,9 @@ fr_status_t fr_agree(MPI_Comm comm, fr_status_t st, const char *what);
 /* fr_agree's outcome once the worst status of all ranks, @p worst, is known. */
 fr_status_t fr_agreed(fr_status_t st, int worst, const char *what);
 /* lib/select.c: build the table on rank 0 from FASTREDUCE_ALGO, _TUNE,
- * _TUNE_FILE (or @p config) and the default, and broadcast it (collective). */
-fr_status_t fr_select_load(struct fr_comm *comm, const fr_config_t *config);
+ * _TUNE_FILE (comm->set, fr_config_t applied) and the default, and
+ * broadcast it (collective). */
+fr_status_t fr_select_load(struct fr_comm *comm);
 
 /* lib/select.c: make @p table comm's selection table (its rules are not
  * copied) and list again the rules of it that can match comm (sel,

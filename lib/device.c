@@ -159,16 +159,14 @@ void *fr_device_stage(struct fr_comm *comm, size_t bytes)
  * .libs, or the installed libdir), else by name; as FASTREDUCE_NCCL_TUNER
  * says (auto: not when the user named a tuner, nor a net plugin, which may
  * carry the platform's own tuner that ours would replace). */
-static void plugin_env(int rank)
+static void plugin_env(struct fr_comm *c)
 {
-    const char *mode = fr_env("FASTREDUCE_NCCL_TUNER");
-    if (mode && strcmp(mode, "auto") && strcmp(mode, "0") && strcmp(mode, "1")) {
-        if (rank == 0) FR_WARN(FR_SUB_NCCL, "FASTREDUCE_NCCL_TUNER=%s is not auto, 0 or 1; using auto", mode);
-        mode = NULL;
-    }
-    if (getenv("NCCL_TUNER_PLUGIN") || (mode && !strcmp(mode, "0"))) return;
-    if ((!mode || !strcmp(mode, "auto")) && getenv("NCCL_NET_PLUGIN")) {
-        if (rank == 0)
+    /* (read now, not at fr_comm_create: a program may set it before its first device call) */
+    fr_settings_load(&c->set, NULL, c->rank, fr_settings_when(FR_WHEN_NCCL));
+    int mode = c->set.nccl_tuner;
+    if (fr_foreign_get(FR_F_NCCL_TUNER_PLUGIN) || mode == FR_NCCL_TUNER_OFF) return;
+    if (mode == FR_NCCL_TUNER_AUTO && fr_foreign_get(FR_F_NCCL_NET_PLUGIN)) {
+        if (c->rank == 0)
             FR_INFO(FR_SUB_NCCL, "NCCL_NET_PLUGIN is set: NCCL_TUNER_PLUGIN left alone (FASTREDUCE_NCCL_TUNER=1 "
                     "sets it anyway)");
         return;
@@ -181,12 +179,12 @@ static void plugin_env(int rank)
         if (slash && (size_t)(slash - path) + 40 < sizeof path) {
             strcpy(slash + 1, "libnccl-tuner-fastreduce.so");
             if (access(path, R_OK) == 0) {
-                setenv("NCCL_TUNER_PLUGIN", path, 0);
+                fr_foreign_offer(FR_F_NCCL_TUNER_PLUGIN, path);
                 return;
             }
         }
     }
-    setenv("NCCL_TUNER_PLUGIN", "fastreduce", 0);
+    fr_foreign_offer(FR_F_NCCL_TUNER_PLUGIN, "fastreduce");
 }
 
 static fr_status_t nccl_status(ncclResult_t r, const char *what)
@@ -203,7 +201,7 @@ static fr_status_t pick_gpu(const struct fr_comm *c, int dev, int *out)
     int n = 0;
     FR_CHECK(cuda_status(cudaGetDeviceCount(&n), "cudaGetDeviceCount"));
     if (n == 0) return FR_ERROR(FR_ERR_NOT_SUPPORTED, "no GPU is visible to this rank");
-    if (dev < 0 && getenv("CUDA_VISIBLE_DEVICES")) dev = c->local_rank % n;
+    if (dev < 0 && fr_foreign_get(FR_F_CUDA_VISIBLE_DEVICES)) dev = c->local_rank % n;
     if (dev < 0 && c->gpu >= 0 && c->gpu < n) dev = c->gpu;
     if (dev < 0) FR_CHECK(cuda_status(cudaGetDevice(&dev), "cudaGetDevice"));
     *out = dev;
@@ -232,7 +230,7 @@ static fr_status_t gpus_distinct(const struct fr_comm *c, int dev)
  * every step agreed, so no rank enters NCCL's set-up alone. */
 static fr_status_t make_nccl(struct fr_comm *c, int dev, ncclComm_t *out)
 {
-    const char *nb = getenv("NCCL_COMM_BLOCKING");
+    const char *nb = fr_foreign_get(FR_F_NCCL_COMM_BLOCKING);
     fr_status_t st = nb && !strcmp(nb, "0") ?
         FR_ERROR(FR_ERR_NOT_SUPPORTED, "NCCL_COMM_BLOCKING=0: fastreduce uses blocking NCCL communicators") :
         pick_gpu(c, dev, &dev);
@@ -245,7 +243,7 @@ static fr_status_t make_nccl(struct fr_comm *c, int dev, ncclComm_t *out)
     if (PMPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, c->mpi) != MPI_SUCCESS)
         return FR_ERROR(FR_ERR_MPI, "MPI_Bcast of the NCCL unique id failed");
     FR_CHECK(fr_agree(c->mpi, st, "ncclGetUniqueId"));
-    plugin_env(c->rank);
+    plugin_env(c);
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 1;
     *out = NULL;
@@ -303,8 +301,8 @@ fr_status_t fr_device_setup(struct fr_comm *c, int dev)
     c->nccl_tuned = all;
     if (c->rank == 0 && !all)
         FR_WARN(FR_SUB_NCCL, "NCCL_TUNER_PLUGIN=%s did not load fastreduce's tuner plugin on every rank: rules "
-                "naming nccl_ring or nccl_tree fall to the next rule", getenv("NCCL_TUNER_PLUGIN") ?
-                getenv("NCCL_TUNER_PLUGIN") : "(unset)");
+                "naming nccl_ring or nccl_tree fall to the next rule", fr_foreign_get(FR_F_NCCL_TUNER_PLUGIN) ?
+                fr_foreign_get(FR_F_NCCL_TUNER_PLUGIN) : "(unset)");
     if (c->rank == 0)
         FR_INFO(FR_SUB_NCCL, "NCCL communicator of %d ranks ready%s", c->size,
                 all ? ", steered by fastreduce's tuner plugin" : "");

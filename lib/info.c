@@ -13,12 +13,35 @@ static void usage(void)
 {
     printf("usage: fastreduce-info [--no-table]\n"
            "       fastreduce-info --algorithms [--markdown]\n"
+           "       fastreduce-info --settings [--markdown]\n"
            "  Prints the version, the optional parts built in, every FASTREDUCE_* setting,\n"
            "  every algorithm, and the selection table resolved for this job (run it under\n"
            "  mpirun to see the table of a given shape).\n"
            "  --algorithms: only the registry's algorithms, with the jobs they serve, their\n"
            "  rule parameters and the values the tuner tries, their tie order; no MPI.\n"
-           "  --markdown: as the table of README.md and docs/tuning.md.\n");
+           "  --settings: only the settings, each with the value rank 0's communicator took and\n"
+           "  where it came from (default, environment, fr_config_t), and the variables of other\n"
+           "  libraries that fastreduce reads or sets.\n"
+           "  --markdown: the table of README.md and docs/tuning.md (with --algorithms) or of\n"
+           "  docs/environment.md (with --settings), without MPI.\n");
+}
+
+/* The settings rank 0 uses: its communicator's snapshot (NULL: none), and
+ * those read at other times (the logger's, the interposer's, the NCCL
+ * set-up's) as they would be read now. */
+static void print_settings(const struct fr_comm *comm)
+{
+    fr_settings_t s = {0};
+    if (comm && fr_settings_copy(&s, &comm->set) != FR_SUCCESS) {
+        fr_settings_free(&s);
+        memset(&s, 0, sizeof s);
+    }
+    fr_settings_load(&s, NULL, 0, ~s.loaded & (FR_S_BIT(FR_S_COUNT) - 1));
+    printf("settings (rank 0; read at fr_comm_create: its communicator's values):\n");
+    fr_settings_print_values(&s, stdout);
+    printf("\nvariables of other libraries (read or set by fastreduce):\n");
+    fr_foreign_print(stdout);
+    fr_settings_free(&s);
 }
 
 /* Which jobs @p a serves, from its traits. */
@@ -89,15 +112,21 @@ static void print_algorithms(int markdown)
 
 int main(int argc, char **argv)
 {
-    int table = 1, algorithms = 0, markdown = 0;
+    int table = 1, algorithms = 0, settings = 0, markdown = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-table")) table = 0;
         else if (!strcmp(argv[i], "--algorithms")) algorithms = 1;
+        else if (!strcmp(argv[i], "--settings")) settings = 1;
         else if (!strcmp(argv[i], "--markdown")) markdown = 1;
         else { usage(); return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 1 : 0; }
     }
-    if (algorithms || markdown) {
+    if (markdown && algorithms == settings) { usage(); return 1; }
+    if (algorithms) {
         print_algorithms(markdown);
+        return 0;
+    }
+    if (settings && markdown) {
+        fr_settings_print_markdown(stdout);
         return 0;
     }
     MPI_Init(&argc, &argv);
@@ -105,7 +134,9 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     fr_comm_t comm = NULL;
     fr_status_t st = fr_comm_create(MPI_COMM_WORLD, NULL, &comm);
-    if (rank == 0) {
+    if (rank == 0 && settings) {
+        print_settings(st == FR_SUCCESS ? comm : NULL);
+    } else if (rank == 0) {
         unsigned maj, min, rel;
         ucp_get_version(&maj, &min, &rel);
         char mpiver[MPI_MAX_LIBRARY_VERSION_STRING];

@@ -40,7 +40,10 @@ static int get_mode(void)
 {
     int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
     if (m < 0) {
-        m = (fr_env_int("FASTREDUCE_DISABLE") == 1 ? DISABLED : 0) | (fr_env_int("FASTREDUCE_STATS") == 1 ? STATS : 0);
+        fr_settings_t s = {0};
+        fr_settings_load(&s, NULL, -1, fr_settings_when(FR_WHEN_INTERPOSE));
+        m = (s.disable == 1 ? DISABLED : 0) | (s.stats == 1 ? STATS : 0);
+        fr_settings_free(&s);
         __atomic_store_n(&mode, m, __ATOMIC_RELAXED);
     }
     return m;

@@ -43,37 +43,36 @@ static void open_file(const char *pattern)
     else FR_WARN(FR_SUB_INIT, "FASTREDUCE_DEBUG_FILE=%s: cannot open %s; logging to stderr", pattern, path);
 }
 
+/* The subsystems of a FASTREDUCE_DEBUG_SUBSYS list; an unknown name warns
+ * and the others still apply. */
+static void set_subsys(const char *sub)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", sub);
+    int exclude = buf[0] == '^';
+    unsigned mask = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf + exclude, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        size_t i;
+        for (i = 0; i < sizeof subsys_names / sizeof subsys_names[0]; i++)
+            if (!strcasecmp(tok, subsys_names[i].name)) break;
+        if (i == sizeof subsys_names / sizeof subsys_names[0])
+            FR_WARN(FR_SUB_INIT, "FASTREDUCE_DEBUG_SUBSYS: unknown subsystem '%s' ignored", tok);
+        else
+            mask |= subsys_names[i].bit;
+    }
+    fr_log_subsys = exclude ? (FR_SUB_ALL & ~mask) : mask;
+}
+
 static void log_setup(void)
 {
     gethostname(log_host, sizeof log_host - 1);
-    const char *lvl = fr_env("FASTREDUCE_DEBUG");
-    if (lvl) {
-        if (!strcasecmp(lvl, "NONE")) fr_log_level = FR_LOG_NONE;
-        else if (!strcasecmp(lvl, "WARN")) fr_log_level = FR_LOG_WARN;
-        else if (!strcasecmp(lvl, "INFO")) fr_log_level = FR_LOG_INFO;
-        else if (!strcasecmp(lvl, "TRACE")) fr_log_level = FR_LOG_TRACE;
-        else FR_WARN(FR_SUB_INIT, "FASTREDUCE_DEBUG=%s is not NONE, WARN, INFO or TRACE; using WARN", lvl);
-    }
-    const char *sub = fr_env("FASTREDUCE_DEBUG_SUBSYS");
-    if (sub) {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", sub);
-        int exclude = buf[0] == '^';
-        unsigned mask = 0;
-        char *save = NULL;
-        for (char *tok = strtok_r(buf + exclude, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            size_t i;
-            for (i = 0; i < sizeof subsys_names / sizeof subsys_names[0]; i++)
-                if (!strcasecmp(tok, subsys_names[i].name)) break;
-            if (i == sizeof subsys_names / sizeof subsys_names[0])
-                FR_WARN(FR_SUB_INIT, "FASTREDUCE_DEBUG_SUBSYS: unknown subsystem '%s' ignored", tok);
-            else
-                mask |= subsys_names[i].bit;
-        }
-        fr_log_subsys = exclude ? (FR_SUB_ALL & ~mask) : mask;
-    }
-    const char *file = fr_env("FASTREDUCE_DEBUG_FILE");
-    if (file) open_file(file);
+    fr_settings_t s = {0};
+    fr_settings_load(&s, NULL, -1, fr_settings_when(FR_WHEN_LOG));
+    fr_log_level = s.debug;   /* (debug_words are in fr_log_level_t's order) */
+    if (s.src[FR_S_DEBUG_SUBSYS] == FR_FROM_ENV) set_subsys(s.debug_subsys);
+    if (s.debug_file) open_file(s.debug_file);
+    fr_settings_free(&s);
 }
 
 void fr_log_init(void) { pthread_once(&log_once, log_setup); }

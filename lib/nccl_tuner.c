@@ -65,7 +65,7 @@ static int cuda_rules(const fr_table_t *t)
 
 static int nccl_info_on(void)
 {
-    const char *d = getenv("NCCL_DEBUG");
+    const char *d = fr_foreign_get(FR_F_NCCL_DEBUG);
     return d && (!strcasecmp(d, "INFO") || !strcasecmp(d, "TRACE"));
 }
 
@@ -86,7 +86,10 @@ static frn_result_t init_common(size_t nranks, size_t nnodes, size_t ppn, frn_lo
     c->nnodes = nnodes ? nnodes : 1;
     c->ppn = ppn ? ppn : (c->nranks + c->nnodes - 1) / c->nnodes;
     c->info = nccl_info_on() || FR_LOG_ON(FR_LOG_INFO, FR_SUB_NCCL);
-    const char *tune = fr_env("FASTREDUCE_TUNE"), *file = fr_env("FASTREDUCE_TUNE_FILE");
+    /* (read at each NCCL communicator, which may belong to a program without fr_comm_create) */
+    fr_settings_t set = {0};
+    fr_settings_load(&set, NULL, -1, FR_S_BIT(FR_S_TUNE) | FR_S_BIT(FR_S_TUNE_FILE));
+    const char *tune = set.tune, *file = set.tune_file;
     if (tune) fr_table_parse(&c->rules, tune, "FASTREDUCE_TUNE", FR_SRC_TUNE, diag, c, NULL);
     if (file && fr_table_parse_file(&c->rules, file, diag, c, NULL) != FR_SUCCESS)
         plog(c, NULL, FRN_LOG_WARN, "FASTREDUCE_TUNE_FILE=%s cannot be read (%s); its rules do not apply", file,
@@ -95,6 +98,7 @@ static frn_result_t init_common(size_t nranks, size_t nnodes, size_t ppn, frn_lo
     plog(c, NULL, FRN_LOG_INFO, "communicator of %zu ranks on %zu node(s): %d cuda rule(s) for NCCL from %s%s%s%s",
          nranks, nnodes, n, tune ? "FASTREDUCE_TUNE" : "", tune && file ? " and " : "",
          file ? "FASTREDUCE_TUNE_FILE=" : "", file ? file : tune ? "" : "nowhere (NCCL chooses unless fastreduce hints)");
+    fr_settings_free(&set);
     return FRN_SUCCESS;
 }
 

@@ -82,8 +82,8 @@ static int path_matches(const char *path, const struct fr_comm *c)
  * FASTREDUCE_TUNE_PATH whose header matches this job, into @p out. */
 static int search_path(const struct fr_comm *c, char *out, size_t len)
 {
-    const char *env = getenv("FASTREDUCE_TUNE_PATH");
-    char *dirs = strdup(env ? env : FR_TUNE_DIR), *save = NULL;
+    const char *path = c->set.tune_path ? c->set.tune_path : "";
+    char *dirs = strdup(path), *save = NULL;
     int found = 0;
     if (!dirs) return 0;
     for (char *d = strtok_r(dirs, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
@@ -119,18 +119,16 @@ static int search_path(const struct fr_comm *c, char *out, size_t len)
     }
     if (!found)
         FR_INFO(FR_SUB_TUNE, "no tuning table in %s matches this job (fingerprint %s, %d node(s), %d rank(s) per "
-                "node); the built-in table is used", env ? env : FR_TUNE_DIR, c->fingerprint[0] ? c->fingerprint : "?",
+                "node); the built-in table is used", path, c->fingerprint[0] ? c->fingerprint : "?",
                 c->nnodes, c->ppn);
     free(dirs);
     return found;
 }
 
 /* Rank 0: the rules of every source, strongest first. */
-static fr_status_t build_table(fr_table_t *t, const fr_config_t *cfg, const struct fr_comm *c)
+static fr_status_t build_table(fr_table_t *t, const struct fr_comm *c)
 {
-    const char *algo = fr_config_or_env(cfg ? cfg->algo : NULL, "FASTREDUCE_ALGO");
-    const char *tune = fr_config_or_env(cfg ? cfg->tune : NULL, "FASTREDUCE_TUNE");
-    const char *file = fr_config_or_env(cfg ? cfg->tune_file : NULL, "FASTREDUCE_TUNE_FILE");
+    const char *algo = c->set.algo, *tune = c->set.tune, *file = c->set.tune_file;
     if (algo) FR_CHECK(fr_table_parse_algo(t, algo, NULL, NULL, NULL));
     if (tune) FR_CHECK(fr_table_parse(t, tune, "FASTREDUCE_TUNE", FR_SRC_TUNE, NULL, NULL, NULL));
     char found[4096];
@@ -141,12 +139,12 @@ static fr_status_t build_table(fr_table_t *t, const fr_config_t *cfg, const stru
 
 static void select_index(struct fr_comm *c);
 
-fr_status_t fr_select_load(struct fr_comm *c, const fr_config_t *cfg)
+fr_status_t fr_select_load(struct fr_comm *c)
 {
     fr_status_t st = FR_SUCCESS;
     long n = 0;
     if (c->rank == 0) {
-        st = build_table(&c->table, cfg, c);
+        st = build_table(&c->table, c);
         n = st == FR_SUCCESS ? c->table.n : -1;
     }
     if (PMPI_Bcast(&n, 1, MPI_LONG, 0, c->mpi) != MPI_SUCCESS)

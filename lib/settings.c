@@ -1,90 +1,79 @@
-/* The one table of FASTREDUCE_* settings. */
+/* The one table of FASTREDUCE_* settings, their parsers and their loader. */
+#include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "settings.h"
 #include "log.h"
 #include "tune.h"
 
-const fr_setting_t fr_settings[] = {
-    {"FASTREDUCE_ALGO", "", FR_SET_STRING,
+#define F(field) offsetof(fr_settings_t, field)
+
+/* In the order of fr_log_level_t, fr_bind_mode_t and fr_nccl_tuner_mode_t:
+ * an enum field holds its word's index. */
+static const char *const debug_words[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
+const char *const fr_bind_words[] = {"auto", "none", "core", "numa", "gpu", NULL};
+static const char *const nccl_tuner_words[] = {"auto", "0", "1", NULL};
+
+const fr_setting_t fr_settings[FR_S_COUNT] = {
+    [FR_S_ALGO] = {"FASTREDUCE_ALGO", "", FR_SET_STRING, F(algo), NULL, 0, FR_WHEN_CREATE, FR_SUB_INIT,
      "force an algorithm: NAME, or allreduce=NAME,bcast=NAME (strongest override)"},
-    {"FASTREDUCE_TUNE", "", FR_SET_STRING,
+    [FR_S_TUNE] = {"FASTREDUCE_TUNE", "", FR_SET_STRING, F(tune), NULL, 0, FR_WHEN_CREATE, FR_SUB_INIT,
      "inline tuning rules, ';'-separated, in the table format of docs/tuning.md"},
-    {"FASTREDUCE_TUNE_FILE", "", FR_SET_STRING, "a tuning table file (docs/tuning.md)"},
-    {"FASTREDUCE_TUNE_PATH", FR_TUNE_DIR, FR_SET_STRING,
+    [FR_S_TUNE_FILE] = {"FASTREDUCE_TUNE_FILE", "", FR_SET_STRING, F(tune_file), NULL, 0, FR_WHEN_CREATE,
+     FR_SUB_INIT, "a tuning table file (docs/tuning.md)"},
+    [FR_S_TUNE_PATH] = {"FASTREDUCE_TUNE_PATH", FR_TUNE_DIR, FR_SET_STRING, F(tune_path), NULL, FR_SETF_EMPTY,
+     FR_WHEN_CREATE, FR_SUB_INIT,
      "':'-separated folders searched for a *.tune table whose fingerprint and shape match the job, when "
      "FASTREDUCE_TUNE_FILE is unset; empty: no search"},
-    {"FASTREDUCE_DEBUG", "WARN", FR_SET_LEVEL, "log level: NONE, WARN, INFO (one line per call on rank 0), TRACE"},
-    {"FASTREDUCE_DEBUG_SUBSYS", "ALL", FR_SET_STRING,
-     "subsystems to log: INIT,TOPO,TUNE,COLL,UCX,NCCL,SHM,ALL; a leading ^ excludes"},
-    {"FASTREDUCE_DEBUG_FILE", "", FR_SET_STRING, "log to this file instead of stderr; %h is the host, %p the pid"},
-    {"FASTREDUCE_NODE_SIZE", "0", FR_SET_INT,
+    [FR_S_DEBUG] = {"FASTREDUCE_DEBUG", "WARN", FR_SET_ENUM, F(debug), debug_words, FR_SETF_NOCASE, FR_WHEN_LOG,
+     FR_SUB_INIT, "log level: NONE, WARN, INFO (one line per call on rank 0), TRACE"},
+    [FR_S_DEBUG_SUBSYS] = {"FASTREDUCE_DEBUG_SUBSYS", "ALL", FR_SET_STRING, F(debug_subsys), NULL, 0, FR_WHEN_LOG,
+     FR_SUB_INIT, "subsystems to log: INIT,TOPO,TUNE,COLL,UCX,NCCL,SHM,ALL; a leading ^ excludes"},
+    [FR_S_DEBUG_FILE] = {"FASTREDUCE_DEBUG_FILE", "", FR_SET_STRING, F(debug_file), NULL, 0, FR_WHEN_LOG,
+     FR_SUB_INIT, "log to this file instead of stderr; %h is the host, %p the pid"},
+    [FR_S_NODE_SIZE] = {"FASTREDUCE_NODE_SIZE", "0", FR_SET_INT, F(node_size), NULL, 0, FR_WHEN_CREATE, FR_SUB_INIT,
      "fake nodes of this many consecutive ranks (testing multi-node shapes on one host); 0 = real nodes"},
-    {"FASTREDUCE_HOSTID", "", FR_SET_STRING,
+    [FR_S_HOSTID] = {"FASTREDUCE_HOSTID", "", FR_SET_STRING, F(hostid), NULL, 0, FR_WHEN_CREATE, FR_SUB_INIT,
      "per-rank node name overriding the real host (like NCCL_HOSTID); ranks with equal values share a node"},
-    {"FASTREDUCE_SPIN", "2000", FR_SET_INT,
+    [FR_S_SPIN] = {"FASTREDUCE_SPIN", "2000", FR_SET_INT, F(spin), NULL, 0, FR_WHEN_CREATE, FR_SUB_INIT,
      "polls of a waiting rank before it starts yielding its core (sched_yield)"},
-    {"FASTREDUCE_BIND", "auto", FR_SET_STRING,
+    [FR_S_BIND] = {"FASTREDUCE_BIND", "auto", FR_SET_ENUM, F(bind), fr_bind_words, 0, FR_WHEN_CREATE, FR_SUB_TOPO,
      "bind each rank: none, core (its share of a NUMA node's cores), numa, gpu (cores near its GPU), "
      "auto (keep a launcher's binding; else gpu when the node has GPUs, else none)"},
-    {"FASTREDUCE_REPORT_BINDINGS", "0", FR_SET_INT,
+    [FR_S_REPORT_BINDINGS] = {"FASTREDUCE_REPORT_BINDINGS", "0", FR_SET_INT, F(report_bindings), NULL, 0,
+     FR_WHEN_CREATE, FR_SUB_INIT,
      "1: every rank prints its host, rank, cores, NUMA node, GPU and NIC at fr_comm_create"},
-    {"FASTREDUCE_TOPO_XML", "", FR_SET_STRING,
+    [FR_S_TOPO_XML] = {"FASTREDUCE_TOPO_XML", "", FR_SET_STRING, F(topo_xml), NULL, 0, FR_WHEN_CREATE, FR_SUB_INIT,
      "read the node's topology from this hwloc XML file instead of the machine (also HWLOC_XMLFILE)"},
-    {"FASTREDUCE_TIMEOUT", "0", FR_SET_SECONDS,
+    [FR_S_TIMEOUT] = {"FASTREDUCE_TIMEOUT", "0", FR_SET_SECONDS, F(timeout_s), NULL, 0, FR_WHEN_CREATE, FR_SUB_INIT,
      "seconds (decimals allowed) a collective may wait without progress before it fails with "
      "FR_ERR_TIMED_OUT, naming the step and the peers waited on; the communicator is unusable after; "
      "0 = wait forever"},
-    {"FASTREDUCE_CHECK", "0", FR_SET_INT,
+    [FR_S_CHECK] = {"FASTREDUCE_CHECK", "0", FR_SET_INT, F(check), NULL, 0, FR_WHEN_CREATE, FR_SUB_INIT,
      "1: before each collective the ranks compare collective, count, datatype, op, root, memory and "
      "algorithm; a difference gives FR_ERR_MISMATCH on every rank, naming the ranks and values"},
-    {"FASTREDUCE_SHM_SIZE", "8M", FR_SET_SIZE, "bytes of shared-memory data area per rank of a node"},
-    {"FASTREDUCE_SHM_STREAM", "auto", FR_SET_STRING,
+    [FR_S_SHM_SIZE] = {"FASTREDUCE_SHM_SIZE", "8M", FR_SET_SIZE, F(shm_size), NULL, 0, FR_WHEN_CREATE, FR_SUB_INIT,
+     "bytes of shared-memory data area per rank of a node"},
+    [FR_S_SHM_STREAM] = {"FASTREDUCE_SHM_STREAM", "auto", FR_SET_STREAM, F(shm_stream), NULL, FR_SETF_RANK0,
+     FR_WHEN_CREATE, FR_SUB_SHM,
      "how a rank writes data for the node's other ranks: auto (plain stores, streaming ones while plain "
      "ones are measured slow: ranks on different dies or sockets), auto:R (slow: R times a streaming copy; "
      "auto is auto:2), 0 (plain), 1 (streaming)"},
-    {"FASTREDUCE_DISABLE", "0", FR_SET_INT,
+    [FR_S_DISABLE] = {"FASTREDUCE_DISABLE", "0", FR_SET_INT, F(disable), NULL, 0, FR_WHEN_INTERPOSE, FR_SUB_INIT,
      "1: libfastreduce-mpi.so passes every MPI_Allreduce and MPI_Bcast to the MPI library unchanged"},
-    {"FASTREDUCE_STATS", "0", FR_SET_INT,
+    [FR_S_STATS] = {"FASTREDUCE_STATS", "0", FR_SET_INT, F(stats), NULL, 0, FR_WHEN_INTERPOSE, FR_SUB_INIT,
      "1: libfastreduce-mpi.so prints, at MPI_Finalize on rank 0, its calls per collective and algorithm "
      "(or why they went to MPI): calls, bytes, total and mean time, busbw"},
-    {"FASTREDUCE_NCCL_TUNER", "auto", FR_SET_STRING,
+    [FR_S_NCCL_TUNER] = {"FASTREDUCE_NCCL_TUNER", "auto", FR_SET_ENUM, F(nccl_tuner), nccl_tuner_words,
+     FR_SETF_RANK0, FR_WHEN_NCCL, FR_SUB_NCCL,
      "point NCCL_TUNER_PLUGIN at fastreduce's plugin before its first NCCL communicator: auto (unless "
      "NCCL_TUNER_PLUGIN or NCCL_NET_PLUGIN is set), 1 (unless NCCL_TUNER_PLUGIN is set), 0 (never)"},
 };
-const int fr_nsettings = sizeof fr_settings / sizeof fr_settings[0];
+const int fr_nsettings = FR_S_COUNT;
 
-static const fr_setting_t *find(const char *name)
-{
-    for (int i = 0; i < fr_nsettings; i++)
-        if (!strcmp(fr_settings[i].name, name)) return &fr_settings[i];
-    return NULL;
-}
-
-const char *fr_env(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : NULL;
-}
-
-const char *fr_config_or_env(const char *given, const char *name)
-{
-    return given && *given ? given : fr_env(name);
-}
-
-uint64_t fr_env_size(const char *name)
-{
-    const fr_setting_t *s = find(name);
-    uint64_t def = 0, v;
-    if (s) fr_parse_size(s->def, &def);
-    const char *txt = fr_env(name);
-    if (!txt) return def;
-    if (fr_parse_size(txt, &v) || v == FR_INF) {
-        FR_WARN(FR_SUB_INIT, "%s=%s is not a size (like 4096, 256K, 8M); using %s", name, txt, s ? s->def : "0");
-        return def;
-    }
-    return v;
-}
+#define FIELD(s, r, type) ((type *)((char *)(s) + (r)->off))
 
 /* The decimal number at the start of @p txt: digits, then (with @p frac)
  * a point and more digits; *end is where it ends (txt when it does not
@@ -102,42 +91,198 @@ static double decimal(const char *txt, int frac, const char **end)
     return v;
 }
 
-long fr_env_int(const char *name)
+static int parse_int(const char *txt, long *out)
 {
-    const fr_setting_t *s = find(name);
-    long def = s ? strtol(s->def, NULL, 10) : 0;
-    const char *txt = fr_env(name), *end;
-    if (!txt) return def;
+    const char *end;
     double v = decimal(txt, 0, &end);
-    if (end == txt || *end || v > 1000000000L) {
-        FR_WARN(FR_SUB_INIT, "%s=%s is not a non-negative integer (decimal digits alone, at most 1000000000); "
-                "using %ld", name, txt, def);
-        return def;
-    }
-    return (long)v;
+    if (end == txt || *end || v > 1000000000L) return 0;
+    *out = (long)v;
+    return 1;
 }
 
-double fr_env_seconds(const char *name)
+static int parse_seconds(const char *txt, double *out)
 {
-    const fr_setting_t *s = find(name);
-    double def = s ? strtod(s->def, NULL) : 0;
-    const char *txt = fr_env(name), *end;
-    if (!txt) return def;
+    const char *end;
     double v = decimal(txt, 1, &end);
     if (end != txt && *end == 's') end++;
-    if (end == txt || *end || v > 1e7) {
-        FR_WARN(FR_SUB_INIT, "%s=%s is not a number of seconds (like 30 or 2.5) from 0 to 1e7; using %g", name,
-                txt, def);
-        return def;
-    }
-    return v;
+    if (end == txt || *end || v > 1e7) return 0;
+    *out = v;
+    return 1;
 }
 
-void fr_settings_print(FILE *f)
+static int parse_enum(const fr_setting_t *r, const char *txt, int *out)
 {
-    for (int i = 0; i < fr_nsettings; i++) {
-        const char *v = getenv(fr_settings[i].name);
-        fprintf(f, "  %-24s = %-12s (default %s)\n      %s\n", fr_settings[i].name,
-                v ? v : "(unset)", *fr_settings[i].def ? fr_settings[i].def : "none", fr_settings[i].doc);
+    for (int i = 0; r->words[i]; i++)
+        if (r->flags & FR_SETF_NOCASE ? !strcasecmp(txt, r->words[i]) : !strcmp(txt, r->words[i])) {
+            *out = i;
+            return 1;
+        }
+    return 0;
+}
+
+/* auto, 0, 1, or auto:R with R from 0 to 1e6 (as strtod reads it). */
+static int parse_stream(const char *txt, int *mode, double *slow)
+{
+    if (!strcmp(txt, "auto") || !strcmp(txt, "0") || !strcmp(txt, "1")) {
+        *mode = txt[0] == 'a' ? FR_STREAM_AUTO : txt[0] == '0' ? FR_STREAM_PLAIN : FR_STREAM_STREAMING;
+        *slow = FR_SHM_SLOW;
+        return 1;
     }
+    if (strncmp(txt, "auto:", 5) || !txt[5]) return 0;
+    char *end;
+    errno = 0;
+    double r = strtod(txt + 5, &end);
+    if (*end || errno || !(r >= 0 && r <= 1e6)) return 0;
+    *mode = FR_STREAM_AUTO;
+    *slow = r;
+    return 1;
+}
+
+static int set_string(char **field, const char *txt, int keep_empty)
+{
+    char *v = *txt || keep_empty ? strdup(txt) : NULL;
+    if (*txt && !v) return 0;
+    free(*field);
+    *field = v;
+    return 1;
+}
+
+int fr_setting_parse(fr_settings_t *s, fr_setting_id_t id, const char *txt)
+{
+    const fr_setting_t *r = &fr_settings[id];
+    uint64_t size;
+    switch (r->type) {
+    case FR_SET_STRING: return set_string(FIELD(s, r, char *), txt, r->flags & FR_SETF_EMPTY);
+    case FR_SET_INT: return parse_int(txt, FIELD(s, r, long));
+    case FR_SET_SECONDS: return parse_seconds(txt, FIELD(s, r, double));
+    case FR_SET_ENUM: return parse_enum(r, txt, FIELD(s, r, int));
+    case FR_SET_STREAM: return parse_stream(txt, &s->shm_stream, &s->shm_slow);
+    case FR_SET_SIZE:
+        if (fr_parse_size(txt, &size) || size == FR_INF) return 0;
+        *FIELD(s, r, uint64_t) = size;
+        return 1;
+    }
+    return 0;
+}
+
+/* What a row takes, for its warning. */
+static const char *allowed(const fr_setting_t *r, char *buf, size_t len)
+{
+    switch (r->type) {
+    case FR_SET_INT: return "a non-negative integer (decimal digits alone, at most 1000000000)";
+    case FR_SET_SIZE: return "a size (like 4096, 256K, 8M)";
+    case FR_SET_SECONDS: return "a number of seconds (like 30 or 2.5) from 0 to 1e7";
+    case FR_SET_STREAM: return "auto, auto:RATIO (a number from 0 to 1e6), 0 or 1";
+    case FR_SET_ENUM: break;
+    default: return "a string";
+    }
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; r->words[i] && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%s", i == 0 ? "" : r->words[i + 1] ? ", " : " or ",
+                              r->words[i]);
+    return buf;
+}
+
+/* The fr_config_t field that overrides row @p id, applied to @p s: 1 when
+ * @p cfg sets it. An empty string counts as unset, as an empty variable
+ * does (a tune_file of "" would otherwise name a file that cannot be
+ * opened, and turn off the FASTREDUCE_TUNE_PATH search). */
+static int from_config(fr_settings_t *s, const fr_config_t *cfg, fr_setting_id_t id)
+{
+    if (!cfg) return 0;
+    const char *txt = id == FR_S_ALGO ? cfg->algo : id == FR_S_TUNE ? cfg->tune
+                    : id == FR_S_TUNE_FILE ? cfg->tune_file : NULL;
+    if (txt && *txt) return set_string(FIELD(s, &fr_settings[id], char *), txt, 0);
+    if (id == FR_S_NODE_SIZE && cfg->node_size > 0) {
+        s->node_size = cfg->node_size;
+        return 1;
+    }
+    return 0;
+}
+
+static void load_one(fr_settings_t *s, const fr_config_t *cfg, int rank, fr_setting_id_t id)
+{
+    const fr_setting_t *r = &fr_settings[id];
+    s->loaded |= FR_S_BIT(id);
+    if (from_config(s, cfg, id)) {
+        s->src[id] = FR_FROM_CONFIG;
+        return;
+    }
+    const char *txt = getenv(r->name);
+    if (txt && (*txt || (r->flags & FR_SETF_EMPTY)) && fr_setting_parse(s, id, txt)) {
+        s->src[id] = FR_FROM_ENV;
+        return;
+    }
+    s->src[id] = txt && *txt ? FR_FROM_BAD_ENV : FR_FROM_DEFAULT;
+    if (s->src[id] == FR_FROM_BAD_ENV && (rank <= 0 || !(r->flags & FR_SETF_RANK0))) {
+        char buf[128];
+        FR_WARN(r->sub, "%s=%s is not %s; using the default %s", r->name, txt, allowed(r, buf, sizeof buf),
+                *r->def ? r->def : "(unset)");
+    }
+    if (!fr_setting_parse(s, id, r->def) && r->type == FR_SET_STRING)
+        set_string(FIELD(s, r, char *), "", 0);   /* (no memory for the default: unset) */
+}
+
+void fr_settings_load(fr_settings_t *s, const fr_config_t *cfg, int rank, unsigned mask)
+{
+    for (int id = 0; id < FR_S_COUNT; id++)
+        if (mask & FR_S_BIT(id)) load_one(s, cfg, rank, (fr_setting_id_t)id);
+}
+
+unsigned fr_settings_when(fr_setting_when_t when)
+{
+    unsigned m = 0;
+    for (int id = 0; id < FR_S_COUNT; id++)
+        if (fr_settings[id].when == (int)when) m |= FR_S_BIT(id);
+    return m;
+}
+
+void fr_settings_free(fr_settings_t *s)
+{
+    for (int id = 0; id < FR_S_COUNT; id++)
+        if (fr_settings[id].type == FR_SET_STRING) free(*FIELD(s, &fr_settings[id], char *));
+    memset(s, 0, sizeof *s);
+}
+
+fr_status_t fr_settings_copy(fr_settings_t *to, const fr_settings_t *from)
+{
+    *to = *from;
+    fr_status_t st = FR_SUCCESS;
+    for (int id = 0; id < FR_S_COUNT; id++) {
+        const fr_setting_t *r = &fr_settings[id];
+        if (r->type != FR_SET_STRING) continue;
+        char **f = FIELD(to, r, char *);
+        if (*f && !(*f = strdup(*f))) st = FR_ERROR(FR_ERR_NO_MEMORY, "out of memory copying %s", r->name);
+    }
+    return st;
+}
+
+/* ---- variables of other libraries --------------------------------------- */
+
+const fr_foreign_t fr_foreign[FR_F_COUNT] = {
+    [FR_F_CUDA_VISIBLE_DEVICES] = {"CUDA_VISIBLE_DEVICES",
+        "read at fr_comm_create and the NCCL set-up: the GPUs a rank may take, and their order"},
+    [FR_F_HWLOC_XMLFILE] = {"HWLOC_XMLFILE", "read at fr_comm_create: a topology file, as FASTREDUCE_TOPO_XML"},
+    [FR_F_UCX_NET_DEVICES] = {"UCX_NET_DEVICES",
+        "set at fr_comm_create, unless set, to the rank's NIC when it has a verbs device"},
+    [FR_F_NCCL_IB_HCA] = {"NCCL_IB_HCA", "set at fr_comm_create, unless set, to the rank's NIC (=dev:port)"},
+    [FR_F_NCCL_TUNER_PLUGIN] = {"NCCL_TUNER_PLUGIN",
+        "set at the NCCL set-up, unless set, to fastreduce's plugin (as FASTREDUCE_NCCL_TUNER says)"},
+    [FR_F_NCCL_NET_PLUGIN] = {"NCCL_NET_PLUGIN",
+        "read at the NCCL set-up: when set, FASTREDUCE_NCCL_TUNER=auto leaves NCCL_TUNER_PLUGIN alone"},
+    [FR_F_NCCL_COMM_BLOCKING] = {"NCCL_COMM_BLOCKING",
+        "read at the NCCL set-up: 0 means no NCCL communicator (device buffers take the staged path)"},
+    [FR_F_NCCL_DEBUG] = {"NCCL_DEBUG", "read by the NCCL plugin at each NCCL communicator: INFO or TRACE logs "
+        "its choices through NCCL's logger"},
+};
+
+const char *fr_foreign_get(fr_foreign_id_t id)
+{
+    return getenv(fr_foreign[id].name);
+}
+
+void fr_foreign_offer(fr_foreign_id_t id, const char *value)
+{
+    setenv(fr_foreign[id].name, value, 0);
 }

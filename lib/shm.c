@@ -35,7 +35,6 @@ void fr_backoff(uint64_t *polls, uint64_t spin)
  * streaming put of its size class (auto:R sets another factor): with the
  * cores on one die plain puts cost at most about a streaming one, across
  * dies several times (fr_corepair measures both; docs/performance.md). */
-#define FR_SHM_SLOW  2.0
 #define FR_SHM_PROBE 64u
 #define FR_SHM_PROBE_FIRST 4u
 
@@ -350,27 +349,13 @@ static void prefault(fr_shm_t *s)
     populate(s->bsmall, (char *)s->base + s->size);
 }
 
-/* FASTREDUCE_SHM_STREAM: -1 auto, 0, 1; auto:R sets *slow to R (else
- * FR_SHM_SLOW). A bad value warns on rank 0 and means auto. */
+/* FASTREDUCE_SHM_STREAM as the communicator read it: -1 auto, 0 plain,
+ * 1 streaming; auto's ratio in *slow (a malformed value has warned and
+ * means auto). */
 static int stream_setting(const struct fr_comm *comm, double *slow)
 {
-    const char *mode = fr_env("FASTREDUCE_SHM_STREAM");
-    *slow = FR_SHM_SLOW;
-    if (!mode || !strcmp(mode, "auto")) return -1;
-    if (!strcmp(mode, "0") || !strcmp(mode, "1")) return mode[0] - '0';
-    if (!strncmp(mode, "auto:", 5)) {
-        char *end;
-        errno = 0;
-        double r = strtod(mode + 5, &end);
-        if (mode[5] && !*end && !errno && r >= 0 && r <= 1e6) {
-            *slow = r;
-            return -1;
-        }
-    }
-    if (comm->rank == 0)
-        FR_WARN(FR_SUB_SHM, "FASTREDUCE_SHM_STREAM=%s is not auto, auto:RATIO (a number from 0 to 1e6), 0 or 1; "
-                "using auto", mode);
-    return -1;
+    *slow = comm->set.shm_slow;
+    return comm->set.shm_stream == FR_STREAM_AUTO ? -1 : comm->set.shm_stream == FR_STREAM_STREAMING;
 }
 
 /* The number a file starts with; 0 when it cannot be read or is not one. */
@@ -427,9 +412,9 @@ static fr_status_t check_fits(struct fr_comm *comm, const fr_shm_t *s, uint64_t 
     return FR_SUCCESS;
 }
 
-static uint64_t per_rank_size(void)
+static uint64_t per_rank_size(const struct fr_comm *comm)
 {
-    uint64_t per_rank = fr_env_size("FASTREDUCE_SHM_SIZE");
+    uint64_t per_rank = comm->set.shm_size;
     return per_rank < 65536 ? 65536 : per_rank;
 }
 
@@ -441,13 +426,16 @@ static uint64_t per_rank_size(void)
 static uint64_t agreed_size(const struct fr_comm *comm)
 {
     static int warned;
-    unsigned long long own = per_rank_size(), v = own;
+    unsigned long long own = per_rank_size(comm), v = own;
     if (PMPI_Bcast(&v, 1, MPI_UNSIGNED_LONG_LONG, 0, comm->mpi) != MPI_SUCCESS) return 0;
     if (v != own && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) {
-        const char *txt = fr_env("FASTREDUCE_SHM_SIZE");
+        int src = comm->set.src[FR_S_SHM_SIZE];
+        char txt[32];
+        fr_setting_text(&comm->set, FR_S_SHM_SIZE, txt, sizeof txt);
         FR_WARN(FR_SUB_SHM, "shm: FASTREDUCE_SHM_SIZE is %llu bytes on this rank (%s%s) but %llu on the "
                 "communicator's rank 0; every rank uses rank 0's %llu, so that all lay out the shared segment alike",
-                own, txt ? "set to " : "", txt ? txt : "unset", v, v);
+                own, src == FR_FROM_ENV ? "set to " : "", src == FR_FROM_ENV ? txt : src == FR_FROM_DEFAULT ? "unset"
+                : "malformed", v, v);
     }
     return (uint64_t)v;
 }

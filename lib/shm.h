@@ -118,7 +118,7 @@ static inline fr_copy_fn fr_shm_copy_for(const struct fr_comm *comm, const fr_ca
  * first of each size class and then every FR_SHM_PROBE-th of the class is
  * made the other way: streaming stores (no line is fetched) while plain,
  * plain while streaming. When two plain puts in a row
- * ran slower than s->slow_ratio (FR_SHM_SLOW in shm.c, or R of
+ * ran slower than s->slow_ratio (FR_SHM_SLOW in settings.h, or R of
  * FASTREDUCE_SHM_STREAM=auto:R) times a streaming put of their size class,
  * the next ones stream; a plain probe that is not slow ends that (while
  * streaming, the probes come after 4 puts of a class, then 8, 16, 32, 64). */

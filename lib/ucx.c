@@ -10,6 +10,7 @@
 #include "p2p.h"
 #include "shm.h"
 #include "log.h"
+#include "settings.h"
 #include "wait.h"
 
 struct fr_ucx {
@@ -48,7 +49,7 @@ static fr_status_t ctx_get(void)
     if (ctx_refs == 0) {
         ucp_config_t *cfg;
         /* FASTREDUCE_UCX_<NAME> steers our UCX alone (UCX_<NAME> still applies) */
-        ucs_status_t us = ucp_config_read("FASTREDUCE", NULL, &cfg);
+        ucs_status_t us = ucp_config_read(FR_UCX_ENV_PREFIX, NULL, &cfg);
         if (us == UCS_OK) {
             ucp_params_t p;
             memset(&p, 0, sizeof p);

@@ -20,11 +20,11 @@ static uint64_t now_ns(void)
 
 fr_status_t fr_wait_setup(struct fr_comm *comm)
 {
-    double t = fr_env_seconds("FASTREDUCE_TIMEOUT");
+    double t = comm->set.timeout_s;
     /* Rank 0's settings hold on every rank: ranks that bounded their waits
      * differently would call different MPI collectives (the mpi algorithms,
      * the check's agreement) and make UCX endpoints of different modes. */
-    uint64_t mine[2] = {(uint64_t)(t * 1e9), fr_env_int("FASTREDUCE_CHECK") != 0}, all[2];
+    uint64_t mine[2] = {(uint64_t)(t * 1e9), comm->set.check != 0}, all[2];
     if (t > 0 && !mine[0]) mine[0] = 1;
     memcpy(all, mine, sizeof all);
     if (PMPI_Bcast(all, 2, MPI_UINT64_T, 0, comm->mpi) != MPI_SUCCESS)

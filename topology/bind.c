@@ -42,7 +42,7 @@ static fr_status_t set_affinity(const fr_topo_t *t, const fr_plan_rank_t *r)
  * not such a list (UUIDs, MIG names), which leaves CUDA's own order. */
 static int visible_list(int *ids, int max)
 {
-    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    const char *vis = fr_foreign_get(FR_F_CUDA_VISIBLE_DEVICES);
     if (!vis || !*vis) return 0;
     int n = 0;
     char buf[512];
@@ -95,20 +95,9 @@ static void nic_env(const fr_topo_nic_t *n)
     if (!fr_nic_kind_verbs(n->kind)) return;
     char v[64];
     snprintf(v, sizeof v, "%s:%d", n->name, n->port);
-    if (!getenv("UCX_NET_DEVICES")) setenv("UCX_NET_DEVICES", v, 0);
+    fr_foreign_offer(FR_F_UCX_NET_DEVICES, v);
     snprintf(v, sizeof v, "=%s:%d", n->name, n->port);
-    if (!getenv("NCCL_IB_HCA")) setenv("NCCL_IB_HCA", v, 0);
-}
-
-static int bind_mode(void)
-{
-    const char *s = fr_env("FASTREDUCE_BIND");
-    int m = fr_bind_mode_parse(s ? s : "auto");
-    if (m < 0) {
-        FR_WARN(FR_SUB_TOPO, "FASTREDUCE_BIND='%s' is not auto, none, core, numa or gpu; using auto", s);
-        m = FR_BIND_AUTO;
-    }
-    return m;
+    fr_foreign_offer(FR_F_NCCL_IB_HCA, v);
 }
 
 /* The machine's topology, discovered at the process's first communicator
@@ -128,17 +117,12 @@ __attribute__((destructor)) static void topo_unload(void)
     pthread_mutex_unlock(&topo_lock);
 }
 
-static int from_xml(void)
-{
-    return fr_env("FASTREDUCE_TOPO_XML") || (getenv("HWLOC_XMLFILE") && *getenv("HWLOC_XMLFILE"));
-}
-
 /* The machine's topology (*held: 1, kept for the process) or an XML file's
  * (*held: 0, the caller frees it). */
-static fr_status_t topo_get(fr_topo_t **t, int *held)
+static fr_status_t topo_get(const fr_settings_t *set, fr_topo_t **t, int *held)
 {
     *held = 0;
-    if (from_xml()) return fr_topo_load(NULL, t);
+    if (fr_topo_xml_of(set)) return fr_topo_load(fr_topo_xml_of(set), t);
     fr_status_t st = FR_SUCCESS;
     pthread_mutex_lock(&topo_lock);
     if (!machine) st = fr_topo_load(NULL, &machine);
@@ -148,9 +132,9 @@ static fr_status_t topo_get(fr_topo_t **t, int *held)
     return st;
 }
 
-static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
+static fr_status_t bind_node(MPI_Comm node_comm, int rank, const fr_settings_t *set, fr_binding_t *out)
 {
-    int local = 0, nlocal = 1, mode = bind_mode();
+    int local = 0, nlocal = 1, mode = set->bind;
     PMPI_Comm_rank(node_comm, &local);
     PMPI_Comm_size(node_comm, &nlocal);
     char before[256];
@@ -158,7 +142,7 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
 
     fr_topo_t *t = NULL;
     int held = 0;
-    if (topo_get(&t, &held) != FR_SUCCESS)
+    if (topo_get(set, &t, &held) != FR_SUCCESS)
         FR_WARN(FR_SUB_TOPO, "cannot read the topology (%s); no binding", fr_last_error());
     /* drop an XML topology when done; the machine's stays with the process */
 #define TOPO_DONE() do { if (!held) fr_topo_free(t); } while (0)
@@ -205,7 +189,7 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
         FR_WARN(FR_SUB_TOPO, "no binding plan: %s", fr_last_error());
     }
     affinity(out->cpus, sizeof out->cpus);
-    if (fr_env_int("FASTREDUCE_REPORT_BINDINGS") > 0) {
+    if (set->report_bindings > 0) {
         char host[64] = "?";
         gethostname(host, sizeof host);
         host[sizeof host - 1] = '\0';
@@ -225,7 +209,7 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, fr_binding_t *out)
     return FR_SUCCESS;
 }
 
-fr_status_t fr_topo_bind(MPI_Comm comm, int rank, fr_binding_t *out)
+fr_status_t fr_topo_bind(MPI_Comm comm, int rank, const fr_settings_t *set, fr_binding_t *out)
 {
     memset(out, 0, sizeof *out);
     out->gpu = out->numa = -1;
@@ -233,7 +217,7 @@ fr_status_t fr_topo_bind(MPI_Comm comm, int rank, fr_binding_t *out)
     MPI_Comm node_comm;
     if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_comm) != MPI_SUCCESS)
         return FR_ERROR(FR_ERR_MPI, "binding: MPI_Comm_split_type failed");
-    fr_status_t st = bind_node(node_comm, rank, out);
+    fr_status_t st = bind_node(node_comm, rank, set, out);
     PMPI_Comm_free(&node_comm);
     return st;
 }

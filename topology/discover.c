@@ -258,11 +258,15 @@ static void fingerprint(fr_topo_t *t)
         if (k[i]) o += (size_t)snprintf(f + o, len - o, "%d%s", k[i], fr_nic_kind_name(i));
 }
 
+const char *fr_topo_xml_of(const fr_settings_t *set)
+{
+    const char *env = fr_foreign_get(FR_F_HWLOC_XMLFILE);
+    return set->topo_xml ? set->topo_xml : env && *env ? env : NULL;
+}
+
 fr_status_t fr_topo_load(const char *xml, fr_topo_t **out)
 {
     *out = NULL;
-    if (!xml) xml = fr_env("FASTREDUCE_TOPO_XML");
-    if (!xml && getenv("HWLOC_XMLFILE") && *getenv("HWLOC_XMLFILE")) xml = getenv("HWLOC_XMLFILE");
     fr_topo_t *t = calloc(1, sizeof *t);
     if (!t) return FR_ERROR(FR_ERR_NO_MEMORY, "topology: out of memory");
     hwloc_topology_t h;

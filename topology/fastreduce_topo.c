@@ -137,8 +137,12 @@ int main(int argc, char **argv)
         return rc == 1 ? 0 : rc;
     }
     fr_log_init();
+    fr_settings_t set = {0};
+    fr_settings_load(&set, NULL, -1, FR_S_BIT(FR_S_TOPO_XML));
     fr_topo_t *t;
-    if (fr_topo_load(o.xml, &t) != FR_SUCCESS) {
+    fr_status_t st = fr_topo_load(o.xml ? o.xml : fr_topo_xml_of(&set), &t);
+    fr_settings_free(&set);
+    if (st != FR_SUCCESS) {
         fprintf(stderr, "fastreduce-topo: %s\n", fr_last_error());
         free(o.hostbuf);
         return 1;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <mpi.h>
 #include "fastreduce.h"
+#include "settings.h"   /* fr_bind_mode_t */
 
 /* Where a PCI device sits: ids of its host bridge and of the PCIe switch
  * (the topmost PCI-to-PCI bridge under that host bridge), -1 when none. */
@@ -73,9 +74,11 @@ typedef struct fr_topo {
     char  fingerprint[160];
 } fr_topo_t;
 
-/* Discover the node. @p xml names an hwloc XML file; NULL uses
- * FASTREDUCE_TOPO_XML, then HWLOC_XMLFILE, then this machine. */
+/* Discover the node. @p xml names an hwloc XML file; NULL: this machine. */
 fr_status_t fr_topo_load(const char *xml, fr_topo_t **out);
+/* The XML file the settings name: FASTREDUCE_TOPO_XML (@p set's topo_xml),
+ * else HWLOC_XMLFILE when not empty; NULL for this machine. */
+const char *fr_topo_xml_of(const fr_settings_t *set);
 void fr_topo_free(fr_topo_t *t);
 
 /* PCIe distance between GPU @p g and NIC @p n: 0 same PCIe switch, 1 same
@@ -91,7 +94,6 @@ int fr_nic_kind_fabric(int kind);
 int fr_topo_gpu_usable(const fr_topo_t *t, int g);
 
 /* ---- binding plan ------------------------------------------------------ */
-typedef enum { FR_BIND_AUTO = 0, FR_BIND_NONE, FR_BIND_CORE, FR_BIND_NUMA, FR_BIND_GPU } fr_bind_mode_t;
 /* Parse "auto|none|core|numa|gpu"; -1 when malformed. */
 int fr_bind_mode_parse(const char *s);
 const char *fr_bind_mode_name(int mode);
@@ -151,10 +153,11 @@ typedef struct fr_binding {
 } fr_binding_t;
 
 /* Collective over @p comm; works on the ranks that really share this
- * machine (MPI_COMM_TYPE_SHARED, whatever nodes are faked): discover it, plan by FASTREDUCE_BIND, bind this process,
+ * machine (MPI_COMM_TYPE_SHARED, whatever nodes are faked): discover it, plan by @p set's
+ * FASTREDUCE_BIND, bind this process,
  * point UCX_NET_DEVICES and NCCL_IB_HCA at its NIC unless already set, and
  * print the FASTREDUCE_REPORT_BINDINGS line. A topology that cannot be
  * read only costs the binding (a warning); the result is in @p out. */
-fr_status_t fr_topo_bind(MPI_Comm comm, int rank, fr_binding_t *out);
+fr_status_t fr_topo_bind(MPI_Comm comm, int rank, const fr_settings_t *set, fr_binding_t *out);
 
 #endif

@@ -41,7 +41,7 @@ static fr_status_t fill_from_leaders(MPI_Comm comm, const int *leader, int size,
     return FR_SUCCESS;
 }
 
-fr_status_t fr_node_group(MPI_Comm comm, int node_size, fr_nodeinfo_t *out)
+fr_status_t fr_node_group(MPI_Comm comm, int node_size, const char *hostid, fr_nodeinfo_t *out)
 {
     int rank, size, rc = MPI_SUCCESS;
     memset(out, 0, sizeof *out);
@@ -52,7 +52,7 @@ fr_status_t fr_node_group(MPI_Comm comm, int node_size, fr_nodeinfo_t *out)
     if (!leader) return FR_ERROR(FR_ERR_NO_MEMORY, "node grouping: out of memory");
 
     /* Does any rank name its node with FASTREDUCE_HOSTID? */
-    const char *hostid = node_size > 0 ? NULL : fr_env("FASTREDUCE_HOSTID");
+    if (node_size > 0) hostid = NULL;
     int any_hostid = hostid != NULL, any = 0;
     rc |= PMPI_Allreduce(&any_hostid, &any, 1, MPI_INT, MPI_MAX, comm);
 

@@ -6,18 +6,16 @@
 #include "hwtopo.h"
 #include "log.h"
 
-static const char *const mode_names[] = {"auto", "none", "core", "numa", "gpu"};
-
 int fr_bind_mode_parse(const char *s)
 {
-    for (int i = 0; s && i < (int)(sizeof mode_names / sizeof mode_names[0]); i++)
-        if (!strcmp(s, mode_names[i])) return i;
+    for (int i = 0; s && fr_bind_words[i]; i++)
+        if (!strcmp(s, fr_bind_words[i])) return i;
     return -1;
 }
 
 const char *fr_bind_mode_name(int mode)
 {
-    return mode >= 0 && mode <= FR_BIND_GPU ? mode_names[mode] : "?";
+    return mode >= 0 && mode <= FR_BIND_GPU ? fr_bind_words[mode] : "?";
 }
 
 /* A rank's preferred NUMA node: its GPU's in gpu mode, else round robin.

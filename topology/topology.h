@@ -18,9 +18,10 @@ typedef struct fr_nodeinfo {
 /* Group the ranks of @p comm by node (collective). Real nodes come from
  * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED); @p node_size > 0 fakes nodes
  * of that many consecutive ranks, and a FASTREDUCE_HOSTID value per rank
+ * (@p hostid, NULL when unset; ignored when faking by size)
  * (when set on any rank) names the node of each rank, like NCCL_HOSTID.
  * Nodes are numbered by their lowest rank. */
-fr_status_t fr_node_group(MPI_Comm comm, int node_size, fr_nodeinfo_t *out);
+fr_status_t fr_node_group(MPI_Comm comm, int node_size, const char *hostid, fr_nodeinfo_t *out);
 void fr_node_free(fr_nodeinfo_t *info);
 
 #endif

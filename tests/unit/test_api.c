@@ -1,7 +1,7 @@
 /* Unit tests of the public API that need no MPI job of several ranks:
  * status names, version, datatype and op names, the NULL-handle paths,
- * fr_comm_create() before MPI_Init(), how the FASTREDUCE_* settings are
- * read, and the string fields of fr_config_t. Only the config tests
+ * fr_comm_create() before MPI_Init(), and the string fields of
+ * fr_config_t (the settings' parsers are in test_settings.c). Only the config tests
  * initialise MPI (a one-rank job, no launcher), each in the process of its
  * own that Criterion runs every test in. */
 #include <criterion/criterion.h>
@@ -13,7 +13,6 @@
 #include <unistd.h>
 #include "fastreduce.h"
 #include "comm.h"       /* the communicator's fingerprint and shape: a table file for this job */
-#include "settings.h"
 
 Test(api, strerror_every_status_distinct)
 {
@@ -178,59 +177,6 @@ Test(api, last_error_per_thread)
     cr_assert_str_eq(seen, "", "a new thread sees another thread's error '%s'", seen);
     cr_assert(strlen(seen + 256) > 0, "the other thread's own failure left no message");
     cr_assert_str_eq(fr_last_error(), mine, "another thread's failure changed this thread's message");
-}
-
-/* ---- settings ------------------------------------------------------------ */
-
-/* fr_env_int(@p name) with the variable set to @p value. */
-static long int_with(const char *name, const char *value)
-{
-    setenv(name, value, 1);
-    long v = fr_env_int(name);
-    unsetenv(name);
-    return v;
-}
-
-static double seconds_with(const char *value)
-{
-    setenv("FASTREDUCE_TIMEOUT", value, 1);
-    double v = fr_env_seconds("FASTREDUCE_TIMEOUT");
-    unsetenv("FASTREDUCE_TIMEOUT");
-    return v;
-}
-
-/* An integer setting is decimal digits alone; anything else is malformed
- * and gives the default (FASTREDUCE_SPIN: 2000). No setting takes a
- * negative value. */
-Test(settings, integer_forms)
-{
-    static const struct { const char *in; long want; } ok[] = {
-        { "0", 0 }, { "7", 7 }, { "42", 42 }, { "007", 7 }, { "1000000000", 1000000000L },
-    };
-    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
-        cr_assert_eq(int_with("FASTREDUCE_SPIN", ok[i].in), ok[i].want, "'%s'", ok[i].in);
-    static const char *const bad[] = { " 4", "\t4", "4 ", "+4", "-1", "-0", "0x10", "0X10", "1e3", "4.0", "4x",
-                                       "x4", " ", "1000000001", "99999999999999999999999" };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        cr_assert_eq(int_with("FASTREDUCE_SPIN", bad[i]), 2000, "'%s' was taken", bad[i]);
-    /* empty is unset: the default, no warning needed */
-    cr_assert_eq(int_with("FASTREDUCE_SPIN", ""), 2000);
-}
-
-/* A duration is digits, optionally a point and digits, and an optional
- * 's'; anything else gives the default (FASTREDUCE_TIMEOUT: 0). */
-Test(settings, seconds_forms)
-{
-    static const struct { const char *in; double want; } ok[] = {
-        { "0", 0 }, { "30", 30 }, { "2.5", 2.5 }, { "2.5s", 2.5 }, { "30s", 30 }, { "0.125", 0.125 },
-        { "10000000", 1e7 },
-    };
-    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
-        cr_assert_float_eq(seconds_with(ok[i].in), ok[i].want, 1e-12, "'%s'", ok[i].in);
-    static const char *const bad[] = { " 1", "1 ", "+1", "-1", "0x10", "0x1p3", "1e3", ".5", "5.", "inf", "nan",
-                                       "s", "1ss", "1.5.2", "10000001", "2,5" };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        cr_assert_eq(seconds_with(bad[i]), 0.0, "'%s' was taken", bad[i]);
 }
 
 /* ---- fr_config_t ---------------------------------------------------------- */
