@@ -183,12 +183,14 @@ brackets() {
 fixture_ompi() {
     words "$2"
     # mpirun ends --do-not-launch with an error, and now and then crashes
-    # first: what counts is the map it prints, so a run without one is retried
+    # first, in bursts of several runs in a row: what counts is the map it
+    # prints, so a run without one is retried, with a pause to outlast a burst
     local try
-    for try in 1 2 3; do
+    for try in 1 2 3 4 5 6; do
         timeout 60 "${WORDS[@]}" --mca ras simulator --mca ras_simulator_num_nodes 1 --mca ras_simulator_slots 4096 \
             --mca ras_simulator_topo_files "$1" --do-not-launch --display-devel-map true </dev/null >"$tmp/log" 2>&1
         grep -q 'Binding:' "$tmp/log" && break
+        sleep "$try"
     done
     sed -n 's/.*Data for proc: \[\[[0-9]*,[0-9]*\],\([0-9]*\)\].*/\1/p' "$tmp/log" >"$tmp/ranks"
     grep 'Binding:' "$tmp/log" | sed 's/.*Binding: *//' | while read -r b; do echo "$(brackets "$b")"; done >"$tmp/cores"
