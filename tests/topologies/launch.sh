@@ -11,7 +11,8 @@
 # ranks here. On the hwloc fixtures (FR_LAUNCH_FIXTURES, default "dgx-8gpu uneven-numa
 # cpu-only", "" for none) nothing can bind, so: Open MPI's one-line forms are mapped by
 # mpirun against the fixture (ras simulator, --do-not-launch, its
-# --display-devel-map); a rankfile is parsed by mpirun with the fixture as
+# --display-map; a line whose every run crashed mpirun is counted as
+# skipped, see fixture_ompi); a rankfile is parsed by mpirun with the fixture as
 # its topology and its slots are resolved by hwloc-calc as Open MPI resolves
 # them (logical cores); MPICH's line is bound by Hydra in HYDRA_TOPO_DEBUG
 # mode on the fixture. The lines are parsed from the output, never
@@ -34,6 +35,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pass=0
 fail=0
+skip=0
 ompi=
 mpich=
 command -v mpirun >/dev/null && mpirun --version 2>&1 | grep -q 'Open MPI' && ompi=mpirun
@@ -180,26 +182,30 @@ brackets() {
 }
 
 # fixture_ompi XML LINE: Open MPI's one-line form mapped on the fixture
+# (its plain map: "Process rank: R Bound: ...:[BB/../..][..]" or "Bound:
+# N/A"). mpirun ends --do-not-launch with an error. Printing the map,
+# Open MPI 4.1.4 reads processes' cpusets it never set and crashes in
+# some runs (opal_hwloc_base_cset2mapstr, SIGSEGV): a crashed run is
+# retried, and a line whose every run crashed is counted as skipped and
+# named, never as passed; a map that differs from the plan fails.
 fixture_ompi() {
     words "$2"
-    # mpirun ends --do-not-launch with an error. Its detailed map reads an
-    # unbound process's cpuset uninitialised and often crashes, so a line
-    # binding nothing is shown with the plain map (each rank "Bound: N/A");
-    # a run without a map is retried.
-    local try map=--display-devel-map unbound=0
-    [[ $2 = *"--bind-to none"* ]] && map=--display-map unbound=1
-    for try in 1 2 3; do
+    local try
+    for try in 1 2 3 4; do
         timeout 60 "${WORDS[@]}" --mca ras simulator --mca ras_simulator_num_nodes 1 --mca ras_simulator_slots 4096 \
-            --mca ras_simulator_topo_files "$1" --do-not-launch "$map" true </dev/null >"$tmp/log" 2>&1
-        grep -q 'Binding:\|Bound: N/A' "$tmp/log" && break
+            --mca ras_simulator_topo_files "$1" --do-not-launch --display-map true </dev/null >"$tmp/log" 2>&1
+        grep -q 'Process rank: [0-9]* Bound:' "$tmp/log" && break
+        grep -q 'Signal: Segmentation fault' "$tmp/log" || break
     done
-    if [ "$unbound" = 1 ]; then
-        sed -n 's/.*Process rank: \([0-9]*\) Bound: N\/A.*/\1/p' "$tmp/log" >"$tmp/got"
-    else
-        sed -n 's/.*Data for proc: \[\[[0-9]*,[0-9]*\],\([0-9]*\)\].*/\1/p' "$tmp/log" >"$tmp/ranks"
-        grep 'Binding:' "$tmp/log" | sed 's/.*Binding: *//' | while read -r b; do echo "$(brackets "$b")"; done >"$tmp/cores"
-        paste -d' ' "$tmp/ranks" "$tmp/cores" | sed 's/ $//' >"$tmp/got"
+    if ! grep -q 'Process rank: [0-9]* Bound:' "$tmp/log" && grep -q 'Signal: Segmentation fault' "$tmp/log"; then
+        echo "SKIP: $(basename "$1"): Open MPI: $2: mpirun crashed printing its map in $try runs"
+        skip=$((skip + 1))
+        return
     fi
+    sed -n 's/.*Process rank: \([0-9]*\) Bound: .*/\1/p' "$tmp/log" >"$tmp/ranks"
+    sed -n 's/.*Process rank: [0-9]* Bound: //p' "$tmp/log" | sed 's/^N\/A$/UNBOUND/; s/^.*:\(\[.*\]\)$/\1/' |
+        while read -r b; do echo "$(brackets "$b")"; done >"$tmp/cores"
+    paste -d' ' "$tmp/ranks" "$tmp/cores" | sed 's/ $//' >"$tmp/got"
     check "$(basename "$1"): Open MPI: $2 (mapped by mpirun on the fixture)" "$tmp/expc" "$tmp/got"
 }
 
@@ -260,5 +266,5 @@ for f in ${FR_LAUNCH_FIXTURES-dgx-8gpu uneven-numa cpu-only}; do
         for n in 2 3 6 8; do run_fixture "$here/$f.xml" --ranks "$n" --bind "$mode"; done
     done
 done
-echo "$pass passed, $fail failed"
+echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]
