@@ -19,7 +19,7 @@
 # line of the np tables.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 : "${PERF_SIZES_ALLREDUCE:=4 64 1K 4K 8K 32K 128K 1M 2M 4M 16M 64M}"
 : "${PERF_SIZES_BCAST:=4 8 2K 4K 64K 1M 4M 16M 64M}"
 : "${PERF_SIZES_HIER:=4 16K 128K 1M 4M 8M 16M}"
@@ -185,7 +185,7 @@ fi
 stamp=$(date -u +%Y%m%d-%H%M%S)
 case $1 in
 np)
-    np=${2:?$(usage)}; rounds=${3:-3}; out=${4:-perf-np$np-$stamp}
+    [ $# -ge 2 ] || usage; np=$2; rounds=${3:-3}; out=${4:-perf-np$np-$stamp}
     mkdir -p "$out"
     for k in $(seq 1 "$rounds"); do
         bash "$top/benchmarks/compare.sh" "$np" >"$out/round$k.txt" 2>&1
