@@ -674,10 +674,9 @@ static int validate_size(const osu_coll_t *coll, osu_ctx_t *c, size_t size)
  * "table") timed block by block in turn at each size, on one communicator
  * whose selection table is switched from column to column, as the tuner
  * does: with a communicator per column, the columns' shared segments
- * evicted each other from the cache between blocks, which cost most the
- * variants with the largest footprint (on the 2-core VM a 1 MiB bcast of
- * shm chunk=1M ran 1.22x behind shm among six columns, 0.86-0.90x with
- * only the two). A forced column's table is FASTREDUCE_ALGO's rule followed
+ * evict each other from the cache between blocks, which costs most the
+ * variants with the largest footprint (docs/performance.md, "Design
+ * decisions"). A forced column's table is FASTREDUCE_ALGO's rule followed
  * by the communicator's own, as for fr_comm_create with config->algo. */
 static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
 {

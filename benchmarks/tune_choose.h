@@ -155,11 +155,9 @@ int tc_unprune(const tc_grid_t *g, int coll, int s, int *out, int cap);
 /* Sizes of collective @p coll whose winner differs from the winners of the
  * nearest sizes with a winner on both sides (which may differ from each
  * other): a win no neighbour shares rests on one size's measurements, and
- * one slow spell there can make it, so the tuner measures these again (on
- * the 2-core VM with 4 ranks, `shm chunk=128K` took a lone 512 KiB between
- * `shm` and `shm chunk=2M` and then ran 1.24-1.31x behind `shm` in every
- * check). A run of two sizes with one winner is not disputed. Returns how
- * many were written to @p out. */
+ * one slow spell there can make it, so the tuner measures these again
+ * (docs/performance.md, "Design decisions"). A run of two sizes with one
+ * winner is not disputed. Returns how many were written to @p out. */
 int tc_disputed(const tc_grid_t *g, int coll, const tc_policy_t *p, int *out, int cap);
 
 /* A run of sizes with one winner. */
@@ -225,11 +223,8 @@ void tc_stats(double *v, int n, tc_meas_t *m);
  * --blocks 31 with their default calls per size: 1000 below 64 KiB, 100 to
  * 8 MiB, fewer above), so that the tuner measures what they measure: short
  * runs of calls, as a trainer makes between its computations. One long run
- * reaches a steady state such runs never do. With 4 ranks on the 2-core VM
- * a 512 KiB shm bcast took 62-65 us a call in runs of 1000 calls, against
- * 29-31 in runs of 4, and the chunk sizes' order turned round (1 MiB
- * chunks 0.96 of the default's time in long runs, 1.06-1.08 in short
- * ones); docs/performance.md. */
+ * reaches a steady state such runs never do, and can rank the candidates
+ * otherwise (docs/performance.md, "Design decisions"). */
 long tc_block_calls(uint64_t bytes);
 
 #endif

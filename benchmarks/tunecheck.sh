@@ -28,9 +28,8 @@ else
     "${launch[@]}" "$build/benchmarks/fastreduce-tune" --budget "$budget" --max "$max" -q -o "$t" | grep -v '^\[' | tail -n 5
 fi
 export FASTREDUCE_TUNE_FILE=$t
-# 31 blocks a size: with 11, the table's column and the very same configuration
-# forced came out more than 5% apart at 1 or 2 of 25 sizes a run on the 2-core VM
-# (bcast, the built-in table against shm); with 31, at none in two runs
+# 31 blocks a size: with fewer, the table's column and the very same configuration
+# forced can come out more than 5% apart (docs/performance.md, "Design decisions")
 [ "${launch[0]}" = mpirun ] && launch=(mpirun --oversubscribe --bind-to none -x FASTREDUCE_TUNE_FILE -n "$np")
 algos_allreduce="shm recursive_doubling ring rabenseifner tree mpi"
 algos_bcast="shm binomial pipeline scatter_allgather mpi"
