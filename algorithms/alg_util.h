@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 #include <string.h>
-#include "comm.h"
+#include "alg.h"
 #include "p2p.h"
 #include "reduce.h"
 #include "log.h"

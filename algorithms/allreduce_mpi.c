@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "alg_util.h"
-#include "comm.h"
+#include "alg.h"
 #include "log.h"
-#include "mpi_api.h"
+#include "mpi_types.h"
 #include "reduce.h"
 #include "wait.h"
 

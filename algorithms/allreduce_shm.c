@@ -8,7 +8,7 @@
  * result, and copies the other slices' results out. */
 #include <string.h>
 #include "alg_util.h"
-#include "comm.h"
+#include "alg.h"
 #include "reduce.h"
 #include "copy.h"
 #include "shm.h"

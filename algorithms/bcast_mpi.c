@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "alg_util.h"
-#include "comm.h"
+#include "alg.h"
 #include "log.h"
 #include "wait.h"
 

@@ -7,7 +7,7 @@
  * go through a ring of 256 slots, up to 8 bytes a ring of 512 packed slots. */
 #include <string.h>
 #include "alg_util.h"
-#include "comm.h"
+#include "alg.h"
 #include "copy.h"
 #include "shm.h"
 #include "shm_steps.h"

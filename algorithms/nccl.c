@@ -14,7 +14,7 @@
  * the tail of an out-of-place average unwritten (NVIDIA/nccl#1950; seen here
  * with 2.28.3, float64, 65537 elements, on an H200). */
 #include "config.h"
-#include "comm.h"
+#include "alg.h"
 #include "device.h"
 #include "log.h"
 #include "nccl_plugin.h"

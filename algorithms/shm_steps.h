@@ -6,7 +6,7 @@
 #define FR_SHM_STEPS_H
 #include <stddef.h>
 #include <stdint.h>
-#include "comm.h"
+#include "alg.h"
 #include "copy.h"
 
 /* One chunk's reduce-scatter: @p n elements of @p send go into this rank's

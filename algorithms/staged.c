@@ -6,8 +6,9 @@
  * also from the *_stream calls; the ranks agree that every one staged its
  * input (one small MPI_Allreduce) before the host call. */
 #include <string.h>
-#include "comm.h"
+#include "alg.h"
 #include "device.h"
+#include "agree.h"
 #include "log.h"
 #include "wait.h"
 
@@ -32,7 +33,7 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
     st = fr_agree_bounded(comm, st, "staging a device buffer in host memory");
     /* (every rank has the same outcome, unless the agreement itself timed out) */
     if (st != FR_SUCCESS) { call->agreed = !comm->broken; return st; }
-    FR_CHECK(fr_dispatch(comm, &host));
+    FR_CHECK(comm->run_host(comm, &host));
     if (call->coll == FR_COLL_BCAST && comm->rank == call->root) return FR_SUCCESS;
     return fr_device_copy(call->recvbuf, h, call->bytes, call->stream);
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <mpi.h>
 #include "fastreduce.h"
-#include "settings.h"
+#include "internal.h"
 
 enum { M_CREATE, M_DESTROY, M_ALLREDUCE, M_BCAST, M_COUNT };
 static const char *const m_name[M_COUNT] = {"create", "destroy", "create+allreduce", "create+bcast"};

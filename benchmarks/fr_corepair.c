@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "copy.h"
+#include "internal.h"
 
 #define MAX_ROUNDS 100000
 #define PINGS      100000

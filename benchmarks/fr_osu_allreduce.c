@@ -2,7 +2,7 @@
  * osu_common.c; this file holds the allreduce-specific parts: the calls, the
  * busbw factor and validation. See docs/benchmarks.md. */
 #include "osu_common.h"
-#include "comm.h"
+#include "internal.h"
 
 static fr_status_t ar_run_fr(osu_ctx_t *c)
 {

@@ -2,7 +2,7 @@
 #include "config.h"
 #include "osu_common.h"
 #include "bench_device.h"
-#include "comm.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -689,7 +689,7 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
     fr_comm_t comm;
     fr_status_t st = fr_comm_create(MPI_COMM_WORLD, NULL, &comm);
     if (st != FR_SUCCESS) die("fr_comm_create", fr_last_error());
-    const fr_table_t own = comm->table;
+    const fr_table_t own = *fr_comm_table(comm);
     snprintf(list, sizeof list, "%s", o->compare);
     for (char *w = strtok_r(list, ",", &save); w && n < MAX_COMPARE; w = strtok_r(NULL, ",", &save)) {
         fr_table_t *tk = &tabs[n];

@@ -25,7 +25,7 @@ mpirun --version 2>/dev/null | grep -q "Open MPI" || launch=(mpiexec -n "$np")
 if [ -n "${TUNECHECK_TABLE:-}" ]; then   # check that table rather than tune
     t=$TUNECHECK_TABLE
 else
-    "${launch[@]}" "$build/benchmarks/fastreduce-tune" --budget "$budget" --max "$max" -q -o "$t" | grep -v '^\[' | tail -n 5
+    "${launch[@]}" "$build/tools/fastreduce-tune" --budget "$budget" --max "$max" -q -o "$t" | grep -v '^\[' | tail -n 5
 fi
 export FASTREDUCE_TUNE_FILE=$t
 # 31 blocks a size: with fewer, the table's column and the very same configuration

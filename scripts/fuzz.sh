@@ -27,15 +27,16 @@ san=(-g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined)
 # config.h: device.c and nccl.c only ask whether CUDA and NCCL are built in; they are not here.
 mkdir -p "$out/gen" "$out/obj" "$out/bin"
 echo "/* scripts/fuzz.sh: a CPU-only build */" > "$out/gen/config.h"
-inc=(-I"$top/include" -I"$top/lib" -I"$top/topology" -I"$top/algorithms" -I"$out/gen"
+inc=(-I"$top/include" -I"$top/lib/core" -I"$top/topology" -I"$top/lib/transport" -I"$top/algorithms"
+     -I"$top/lib/select" -I"$top/lib/api" -I"$out/gen"
      -DFR_TUNE_DIR='"/nonexistent/fastreduce"' $mpi_c $deps_c)
 
 # ---- build: the library (coverage-instrumented, its warnings are not this
 # script's business) into one archive, then the targets
 srcs=()
-for f in "$top"/lib/*.c "$top"/topology/*.c "$top"/algorithms/*.c; do
+for f in "$top"/lib/*/*.c "$top"/topology/*.c "$top"/algorithms/*.c; do
     case ${f#"$top"/} in
-        lib/info.c|lib/interpose.c|lib/nccl_tuner.c|topology/fastreduce_topo.c) ;;   # programs, PMPI, plugin
+        lib/api/interpose.c|lib/api/nccl_tuner.c) ;;   # programs, PMPI, plugin
         *) srcs+=("$f") ;;
     esac
 done
@@ -50,7 +51,7 @@ export -f compile
 flags="$CC ${san[*]} ${inc[*]}"
 [ "$(cat "$out/flags" 2>/dev/null)" = "$flags" ] || rm -f "$out"/obj/*.o
 echo "$flags" > "$out/flags"
-newest_h=$(ls -t "$top"/include/*.h "$top"/lib/*.h "$top"/topology/*.h "$top"/algorithms/*.h | head -1)
+newest_h=$(ls -t "$top"/include/*.h "$top"/lib/*/*.h "$top"/topology/*.h "$top"/algorithms/*.h | head -1)
 for o in "$out"/obj/*.o; do [ -e "$o" ] && [ "$newest_h" -nt "$o" ] && rm -f "$o"; done
 printf '%s\n' "${srcs[@]}" | xargs -P 2 -I{} bash -c 'compile "$@"' _ {} "${san[@]}" "${inc[@]}" || exit 1
 rm -f "$out/libfr_fuzz.a"

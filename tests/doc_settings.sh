@@ -2,7 +2,7 @@
 # docs/environment.md's table of settings names every row of lib/settings.c,
 # in the table's order, with its default (a default written as a path of
 # the installation, like $prefix/share/fastreduce, is not compared).
-info=${top_builddir:-..}/lib/fastreduce-info
+info=${top_builddir:-..}/tools/fastreduce-info
 docs=${srcdir:-.}/../docs/environment.md
 [ -x "$info" ] || { echo "SKIP: $info not built"; exit 77; }
 [ -f "$docs" ] || { echo "SKIP: $docs not found"; exit 77; }

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tune.h"
-#include "comm.h"
+#include "internal.h"
 
 /* A property the target checks: a failure is a finding, reported as a crash. */
 #define FZ_ASSERT(cond)                                                                  \

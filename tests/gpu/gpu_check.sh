@@ -73,7 +73,7 @@ else
 fi
 # a bundle holds the real programs; a build tree, libtool's wrappers
 prog() { if [ -x "$B/$1" ]; then echo "$B/$1"; else echo "$B/${2:-$1}"; fi; }
-"$(prog bin/fastreduce-info lib/fastreduce-info)" 2>&1 | head -12
+"$(prog bin/fastreduce-info tools/fastreduce-info)" 2>&1 | head -12
 # one launcher line for both MPIs: Open MPI's mpirun exports only what -x names
 launch() {  # launch SECONDS NP PROGRAM ARGS...
     local t=$1 np=$2; shift 2
@@ -156,12 +156,12 @@ osu_cuda() {  # TAG NP MAX [WRAPPER]
 # fastreduce-tune -d cuda, then --check of what it wrote
 tune_cuda() {  # TAG NP BUDGET MAX [WRAPPER]
     local tag=$1 np=$2 tb=$3 m=$4; shift 4
-    launch $((tb + 60)) "$np" "$@" "$(prog benchmarks/fastreduce-tune)" -d cuda -b "$tb" -m "$m" -q \
+    launch $((tb + 60)) "$np" "$@" "$(prog tools/fastreduce-tune)" -d cuda -b "$tb" -m "$m" -q \
         -o "$out/logs/gpu$tag.tune" >"$out/logs/tune$tag.log" 2>&1
     echo "exit $?"
     tail -n 5 "$out/logs/tune$tag.log"
     grep -vE '^ *$' "$out/logs/gpu$tag.tune" 2>/dev/null | head -40
-    launch $((tb + 60)) "$np" "$@" "$(prog benchmarks/fastreduce-tune)" -d cuda --check "$out/logs/gpu$tag.tune" \
+    launch $((tb + 60)) "$np" "$@" "$(prog tools/fastreduce-tune)" -d cuda --check "$out/logs/gpu$tag.tune" \
         -b "$tb" -m "$m" -q >"$out/logs/tune_check$tag.log" 2>&1
     echo "exit $? (3: a stale range)"
     grep -E '^(STALE|ok) ' "$out/logs/tune_check$tag.log" | head -30

@@ -23,15 +23,15 @@ grep -qE '^#define FR_HAVE_NCCL 1' "$B/config.h" || die "$B has no NCCL built in
 grep -q 'mpicc.mpich' "$B/.configure-args" 2>/dev/null || die "$B is not an MPICH build (scripts/build.sh mpich)"
 make -C "$B" >/dev/null && make -C "$B/tests" gpu/test_device gpu/nccl_plugin_load >/dev/null
 rm -rf "$dest"
-mkdir -p "$dest"/{bin,lib/ucx,lib/hwloc,tests/gpu,benchmarks}
+mkdir -p "$dest"/{bin,lib/ucx,lib/hwloc,tests/gpu,benchmarks,tools}
 
 real() { [ -x "$(dirname "$1")/.libs/$(basename "$1")" ] && echo "$(dirname "$1")/.libs/$(basename "$1")" || echo "$1"; }
 progs=()
 for p in tests/gpu/test_device tests/gpu/nccl_plugin_load benchmarks/fr_osu_allreduce benchmarks/fr_osu_bcast \
-         benchmarks/fastreduce-tune; do
+         tools/fastreduce-tune; do
     cp "$(real "$B/$p")" "$dest/$p"; progs+=("$dest/$p")
 done
-for p in fastreduce-info fastreduce-topo; do cp "$(real "$B/lib/$p")" "$dest/bin/$p"; progs+=("$dest/bin/$p"); done
+for p in fastreduce-info fastreduce-topo; do cp "$(real "$B/tools/$p")" "$dest/bin/$p"; progs+=("$dest/bin/$p"); done
 for l in libfastreduce libfastreduce-mpi libnccl-tuner-fastreduce; do
     cp -P "$B"/lib/.libs/$l.so* "$dest/lib/"
 done

@@ -15,7 +15,7 @@
  * Prints "comm_loop np=N: X passed, Y failed" on rank 0 (tests/mpi/testutil.h).
  */
 #include "testutil.h"
-#include "comm.h" /* fr_algs[], fr_nalgs: the registry */
+#include "internal.h" /* fr_algs[], fr_nalgs: the registry */
 
 static int np, me;
 

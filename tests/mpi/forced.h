@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 #include <string.h>
-#include "comm.h"
+#include "internal.h"
 
 #define TU_MAX_FORCED 32
 

@@ -521,7 +521,7 @@ fi
 
 # The autotuner, for real: a short run at np=2 writes a table and its CSV;
 # a second job loads the table and its calls follow its rules.
-TUNER=$top_builddir/benchmarks/fastreduce-tune
+TUNER=$top_builddir/tools/fastreduce-tune
 OSU=$top_builddir/benchmarks/fr_osu_allreduce
 tdir="$LOGDIR/tune"
 rm -rf "$tdir"; mkdir -p "$tdir"

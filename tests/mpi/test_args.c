@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
-#include "comm.h"   /* fr_comm_destroy_many */
+#include "internal.h"   /* fr_comm_destroy_many */
 
 static int np, me;
 static fr_comm_t comm;

@@ -10,7 +10,7 @@
 #include "testutil.h"
 #include <dirent.h>
 #include "config.h" /* FR_HAVE_NCCL */
-#include "comm.h"   /* the node's fingerprint, which tuning tables record */
+#include "internal.h"   /* the node's fingerprint, which tuning tables record */
 
 static int np, me;
 

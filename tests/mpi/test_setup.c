@@ -14,7 +14,7 @@
  * Results are checked against values every rank computes itself. Run with
  * and without FASTREDUCE_NODE_SIZE by mpi/run_mpi.sh. */
 #include "testutil.h"
-#include "comm.h"   /* ucx_state: whether the worker was made */
+#include "internal.h"   /* ucx_state: whether the worker was made */
 
 #define SMALL 100            /* int32 elements: under the rules' 4K boundary */
 #define LARGE (16 * 1024)    /* int32 elements: 64 KiB, over it */

@@ -86,7 +86,7 @@ ip netns del "${NS_PREFIX}probe$$"
 
 TEST_COLL=$BUILD/tests/mpi/test_coll
 LINKCUT_BIN=$BUILD/tests/netns/linkcut
-INFO=$BUILD/lib/fastreduce-info
+INFO=$BUILD/tools/fastreduce-info
 [ -f "$BUILD/tests/Makefile" ] || die "no build in $BUILD (scripts/build.sh openmpi, or set FR_BUILD_DIR)"
 make -C "$BUILD/tests" mpi/test_coll netns/linkcut >/dev/null 2>&1 ||
     die "could not build test_coll and linkcut (make -C $BUILD/tests mpi/test_coll netns/linkcut)"

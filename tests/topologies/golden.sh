@@ -11,7 +11,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 regen=0
 if [ "${1:-}" = --regen ]; then regen=1; shift; fi
-tool=${1:-${top_builddir:-../..}/lib/fastreduce-topo}
+tool=${1:-${top_builddir:-../..}/tools/fastreduce-topo}
 if [ ! -x "$tool" ]; then
     echo "golden.sh: $tool not found (build first, or pass the binary)" >&2
     exit 99

@@ -23,7 +23,7 @@
 # failure, 77 when no launcher is installed, 99 without the tool.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-tool=${1:-${top_builddir:-../..}/lib/fastreduce-topo}
+tool=${1:-${top_builddir:-../..}/tools/fastreduce-topo}
 if [ ! -x "$tool" ]; then
     echo "launch.sh: $tool not found (build first, or pass the binary)" >&2
     exit 99

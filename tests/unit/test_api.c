@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <unistd.h>
 #include "fastreduce.h"
-#include "comm.h"       /* the communicator's fingerprint and shape: a table file for this job */
+#include "internal.h"       /* the communicator's fingerprint and shape: a table file for this job */
 
 Test(api, strerror_every_status_distinct)
 {

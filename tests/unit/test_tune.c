@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "tune.h"
-#include "comm.h"
+#include "internal.h"
 
 /* ---- a diag callback that records every message ------------------------- */
 

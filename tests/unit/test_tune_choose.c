@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "tune_choose.h"
-#include "comm.h"
+#include "internal.h"
 #include "tune.h"
 
 #define US 1e-6

@@ -5,9 +5,7 @@
 #include <ucp/api/ucp.h>
 #include <hwloc.h>
 #include "config.h"   /* autoconf: FR_MPI_FLAVOR, FR_BUILT_* */
-#include "settings.h"
-#include "comm.h"
-#include "tune.h"
+#include "internal.h"
 
 static void usage(void)
 {
@@ -32,7 +30,7 @@ static void usage(void)
 static void print_settings(const struct fr_comm *comm)
 {
     fr_settings_t s = {0};
-    if (comm && fr_settings_copy(&s, &comm->set) != FR_SUCCESS) {
+    if (comm && fr_settings_copy(&s, fr_comm_settings(comm)) != FR_SUCCESS) {
         fr_settings_free(&s);
         memset(&s, 0, sizeof s);
     }
@@ -156,10 +154,10 @@ int main(int argc, char **argv)
         if (st != FR_SUCCESS) {
             printf("\nno communicator: %s: %s\n", fr_strerror(st), fr_last_error());
         } else if (table) {
-            printf("\njob shape: %d rank(s), %d node(s), up to %d rank(s) per node\n", comm->size, comm->nnodes,
-                   comm->ppn);
+            fr_comm_facts_t f = fr_comm_facts(comm);
+            printf("\njob shape: %d rank(s), %d node(s), up to %d rank(s) per node\n", f.size, f.nnodes, f.ppn);
             printf("resolved selection table (first match wins; the source of each rule is in its comment):\n");
-            fr_table_print(&comm->table, stdout);
+            fr_table_print(fr_comm_table(comm), stdout);
         }
     }
     fr_comm_destroy(comm);

@@ -19,12 +19,9 @@
 #include <nccl.h>
 #endif
 #include "fastreduce.h"
-#include "comm.h"
-#include "tune.h"
+#include "internal.h"
 #include "tune_choose.h"
 #include "bench_device.h"
-#include "device.h"
-#include "log.h"
 
 #define PROG "fastreduce-tune"
 #define MAX_SIZES 160
@@ -48,6 +45,7 @@ typedef struct opts {
 typedef struct tuner {
     opts_t      o;
     fr_comm_t   comm;
+    fr_comm_facts_t F;        /* the communicator's shape */
     int         rank, size;
     fr_table_t  own;          /* the communicator's table, put back at the end */
     fr_rule_t   forced;       /* the one-rule table of the candidate being measured */
@@ -214,7 +212,7 @@ static void add_cand(tc_grid_t *g, int nodes, int coll, int alg, uint64_t chunk,
  * (elsewhere it runs the ring). */
 static void add_variant(tuner_t *T, int coll, int a, int key, uint64_t v)
 {
-    const struct fr_comm *c = T->comm;
+    const fr_comm_facts_t *c = &T->F;
     int flat = c->size - 1 < 64 ? c->size - 1 : 64, f = v == FR_FANOUT_FLAT ? flat : (int)v;
     switch (key) {
     case FR_PARAM_CHUNK: add_cand(&T->g, c->nnodes, coll, a, v, 0, 0, 0); break;
@@ -243,7 +241,7 @@ static void make_cands(tuner_t *T)
             if ((int)A->coll != coll || !(A->mem_types & T->mem) || !wanted(&T->o, A->name) ||
                 (A->traits & FR_ALG_VIA_HOST))
                 continue;
-            add_cand(&T->g, T->comm->nnodes, coll, a, 0, 0, 0, 0);
+            add_cand(&T->g, T->F.nnodes, coll, a, 0, 0, 0, 0);
             for (int key = 1; key < FR_PARAM_COUNT; key++) {
                 const fr_alg_param_t *p = fr_alg_param(A, key);
                 for (int k = 0; p && k < FR_SWEEP_MAX && p->sweep[k]; k++) add_variant(T, coll, a, key, p->sweep[k]);
@@ -775,10 +773,10 @@ static void confirm(tuner_t *T)
 
 static void meta_of(const tuner_t *T, int argc, char **argv, fr_table_meta_t *m)
 {
-    const struct fr_comm *c = T->comm;
+    const fr_comm_facts_t *c = &T->F;
     memset(m, 0, sizeof *m);
     m->version = 1;
-    snprintf(m->fingerprint, sizeof m->fingerprint, "%s", c->fingerprint[0] ? c->fingerprint : "unknown");
+    snprintf(m->fingerprint, sizeof m->fingerprint, "%s", c->fingerprint);
     m->nodes = c->nnodes;
     m->ppn = c->ppn;
     m->ranks = c->size;
@@ -828,8 +826,8 @@ static int write_outputs(tuner_t *T, const fr_table_meta_t *meta, const char *ou
         if (!f) { fprintf(stderr, PROG ": cannot write %s: %m\n", out); return 1; }
         int n = 0;
         for (int i = 0; i < T->ng && n >= 0; i++) {
-            int k = tc_write_table(f, i ? NULL : meta, &T->gs[i], &T->pol, (uint64_t)T->comm->nnodes,
-                                   (uint64_t)T->comm->ppn, T->gmem[i]);
+            int k = tc_write_table(f, i ? NULL : meta, &T->gs[i], &T->pol, (uint64_t)T->F.nnodes,
+                                   (uint64_t)T->F.ppn, T->gmem[i]);
             n = k < 0 ? k : n + k;
         }
         steadiness(T, f, "# ");
@@ -840,7 +838,7 @@ static int write_outputs(tuner_t *T, const fr_table_meta_t *meta, const char *ou
         FILE *f = fopen(csv, "w");
         if (!f) { fprintf(stderr, PROG ": cannot write %s: %m\n", csv); return 1; }
         for (int i = 0; i < T->ng; i++)
-            tc_write_csv(f, &T->gs[i], &T->pol, T->size, T->comm->nnodes, T->comm->ppn,
+            tc_write_csv(f, &T->gs[i], &T->pol, T->size, T->F.nnodes, T->F.ppn,
                          T->gmem[i] == FR_MEM_CUDA ? "cuda" : "host");
         if (fclose(f)) { fprintf(stderr, PROG ": writing %s failed\n", csv); rc = 1; }
         else printf(PROG ": wrote %s\n", csv);
@@ -865,7 +863,7 @@ static int choice(tuner_t *T, fr_table_t *tab, int coll, uint64_t bytes, int *ru
             return c;
     }
     if (T->g.ncand >= MAX_CANDS) return -1;
-    add_cand(&T->g, T->comm->nnodes, coll, alg, call.chunk, call.fanout, call.across, call.proto);
+    add_cand(&T->g, T->F.nnodes, coll, alg, call.chunk, call.fanout, call.across, call.proto);
     return T->g.ncand - 1;
 }
 
@@ -906,7 +904,7 @@ static int check_table(tuner_t *T, double share)
         char why[512];
         int unknown;
         printf(PROG ": checking %s (%d rules%s)\n", T->o.check, nfile, nbad ? ", some malformed: see the warnings" : "");
-        if (fr_table_meta_compare(&meta, T->comm->fingerprint, T->comm->nnodes, T->comm->ppn, why, sizeof why,
+        if (fr_table_meta_compare(&meta, T->F.fingerprint, T->F.nnodes, T->F.ppn, why, sizeof why,
                                   &unknown))
             printf(PROG ": warning: the table does not match this job: %s\n", why);
     }
@@ -1081,7 +1079,7 @@ int main(int argc, char **argv)
     }
     /* NCCL now, so that a job NCCL cannot serve (two ranks on one GPU) is
      * not measured as NCCL: its device calls would all be staged */
-    if (gpus && (fr_device_setup(T.comm, dev) != FR_SUCCESS || T.comm->nccl_state != 1)) {
+    if (gpus && (fr_device_setup(T.comm, dev) != FR_SUCCESS || !fr_comm_facts(T.comm).nccl_ready)) {
         gpus = 0;
         snprintf(why, sizeof why, "NCCL could not be set up on every rank (see the warning above)");
         if (T.o.mems & FR_MEM_CUDA) {
@@ -1092,7 +1090,8 @@ int main(int argc, char **argv)
         }
     }
     unsigned mems = T.o.mems ? T.o.mems : FR_MEM_HOST | (gpus ? FR_MEM_CUDA : 0);
-    T.own = T.comm->table;
+    T.F = fr_comm_facts(T.comm);
+    T.own = *fr_comm_table(T.comm);
     uint64_t sizes[MAX_SIZES];
     int nsizes = tc_sizes(T.o.min, T.o.max, sizeof(float), sizes, MAX_SIZES);
     size_t bytes = nsizes ? (size_t)sizes[nsizes - 1] : 0;
@@ -1116,7 +1115,7 @@ int main(int argc, char **argv)
     }
     if (T.rank == 0) {
         printf("# " PROG " (libfastreduce %s): %d ranks on %d node(s) of up to %d, fingerprint %s\n", fr_version(),
-               T.size, T.comm->nnodes, T.comm->ppn, T.comm->fingerprint[0] ? T.comm->fingerprint : "unknown");
+               T.size, T.F.nnodes, T.F.ppn, T.F.fingerprint);
         printf("# %d sizes from %llu to %llu bytes, budget %.0f s, %d repetitions per point\n", nsizes,
                (unsigned long long)sizes[0], (unsigned long long)sizes[nsizes - 1], T.o.budget, T.o.reps);
         if (!(mems & FR_MEM_CUDA) && !T.o.check) printf("# device buffers: not measured (%s)\n", why);
@@ -1170,7 +1169,7 @@ int main(int argc, char **argv)
         char out[512], csv[512];
         if (T.o.out) snprintf(out, sizeof out, "%s", T.o.out);
         else snprintf(out, sizeof out, "fastreduce-%s-%dx%d.tune",
-                      T.comm->fingerprint[0] ? T.comm->fingerprint : "unknown", T.comm->nnodes, T.comm->ppn);
+                      T.F.fingerprint, T.F.nnodes, T.F.ppn);
         if (T.o.csv) snprintf(csv, sizeof csv, "%s", T.o.csv);
         else {
             size_t l = strlen(out);

@@ -3,7 +3,7 @@
  * tuner's candidates and tie order, the forced-algorithm tests, the docs'
  * tables through fastreduce-info) reads this list, in this order. */
 #include <string.h>
-#include "comm.h"
+#include "registry.h"
 
 #define ALGORITHMS(X)                   \
     X(allreduce_ring)                   \
@@ -41,7 +41,7 @@ int fr_alg_lookup(int coll, const char *name)
     return -1;
 }
 
-const char *fr_coll_name(fr_coll_t coll)
+const char *fr_alg_name(int i)
 {
-    return coll == FR_COLL_ALLREDUCE ? "allreduce" : coll == FR_COLL_BCAST ? "bcast" : "?";
+    return i >= 0 && i < fr_nalgs ? fr_algs[i]->name : "(not chosen yet)";
 }

@@ -4,8 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "hwtopo.h"
-#include "log.h"
+#include "internal.h"
 
 #define MAX_HOSTS 4096
 

@@ -193,7 +193,4 @@ static inline char *fr_shm_red(const fr_shm_t *s, uint64_t R)
     return s->red + (size_t)(R % FR_SHM_RED_NBUF) * (size_t)s->lsize * s->red_slot;
 }
 
-/* The spin-then-yield step used by every waiting loop. */
-void fr_backoff(uint64_t *polls, uint64_t spin);
-
 #endif

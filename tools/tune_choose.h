@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
-#include "tune.h"
+#include "internal.h"
 
 /* One thing to measure: an algorithm with its parameters, for one collective. */
 typedef struct tc_cand {

@@ -15,6 +15,9 @@
 #include <mpi.h>
 #include "comm.h"
 
+/* The spin-then-yield step used by every waiting loop. */
+void fr_backoff(uint64_t *polls, uint64_t spin);
+
 typedef struct fr_wait {
     uint64_t polls;     /* unsuccessful polls so far (drives the spin-then-yield) */
     uint64_t start_ns;  /* when the clock was first read, 0 before */
@@ -72,10 +75,14 @@ void fr_mpi_left_reap(MPI_Comm released);
 /* fr_agree() inside a collective: bounded by the timeout like every wait. */
 fr_status_t fr_agree_bounded(struct fr_comm *comm, fr_status_t st, const char *what);
 
+/* The name of item @p i of a list the caller owns (the algorithms'). */
+typedef const char *(*fr_name_fn)(int i);
+
 /* FASTREDUCE_CHECK: every rank compares the call's collective, count,
- * datatype, op, root, memory kind and chosen algorithm (@p alg, an index of
- * fr_algs) with the others'. FR_ERR_MISMATCH on every rank, with a message
- * naming the ranks and their values, when they differ. Collective. */
-fr_status_t fr_check_agreement(struct fr_comm *comm, const fr_call_t *call, int alg);
+ * datatype, op, root, memory kind and chosen algorithm (@p alg, an index
+ * that @p alg_name names: the registry sits above this layer) with the
+ * others'. FR_ERR_MISMATCH on every rank, with a message naming the ranks
+ * and their values, when they differ. Collective. */
+fr_status_t fr_check_agreement(struct fr_comm *comm, const fr_call_t *call, int alg, fr_name_fn alg_name);
 
 #endif

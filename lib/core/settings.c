@@ -6,7 +6,7 @@
 #include <strings.h>
 #include "settings.h"
 #include "log.h"
-#include "tune.h"
+#include "units.h"
 
 #define F(field) offsetof(fr_settings_t, field)
 

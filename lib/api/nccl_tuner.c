@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "comm.h"
+#include "registry.h"
 #include "log.h"
 #include "nccl_plugin.h"
 #include "nccl_tuner_abi.h"

@@ -9,8 +9,9 @@
 #include <strings.h>
 
 #include "tune.h"
-#include "comm.h"
+#include "registry.h"
 #include "log.h"
+#include "units.h"
 
 #define FR_FANOUT_MIN 2
 #define FR_FANOUT_MAX 64
@@ -93,82 +94,6 @@ static const char *alg_list(char *buf, size_t size, int coll)
     return buf;
 }
 
-/* ---- numbers and sizes -------------------------------------------------- */
-
-enum { NUM_OK = 0, NUM_EMPTY, NUM_SYNTAX, NUM_OVERFLOW, NUM_TRAILING };
-
-static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
-
-/* Digits into *v; *end is the first non-digit. */
-static int parse_digits(const char *s, uint64_t *v, const char **end)
-{
-    uint64_t x = 0;
-    int overflow = 0;
-    if (!is_digit(*s))
-        return NUM_SYNTAX;
-    for (; is_digit(*s); s++) {
-        unsigned d = (unsigned)(*s - '0');
-        if (x > (UINT64_MAX - d) / 10)
-            overflow = 1;
-        else
-            x = x * 10 + d;
-    }
-    *end = s;
-    *v = x;
-    return overflow ? NUM_OVERFLOW : NUM_OK;
-}
-
-/* A number: digits, then (sizes only) an optional K/M/G/T/P/E suffix
- * (powers of 1024) and an optional B or iB, case-insensitive; or "inf".
- * On NUM_TRAILING, *trail points at the text after the number. */
-static int num_parse(const char *s, int is_size, uint64_t *out, const char **trail)
-{
-    static const char suffixes[] = "kmgtpe";
-    uint64_t v;
-    const char *p, *sx;
-    unsigned shift = 0;
-    int st;
-    *trail = "";
-    if (!*s)
-        return NUM_EMPTY;
-    if (strcasecmp(s, "inf") == 0) {
-        *out = FR_INF;
-        return NUM_OK;
-    }
-    if ((st = parse_digits(s, &v, &p)) != NUM_OK)
-        return st;
-    if (is_size) {
-        if (*p && (sx = strchr(suffixes, *p | 0x20)) != NULL) {
-            shift = 10u * (unsigned)(sx - suffixes + 1);
-            p++;
-            if ((p[0] | 0x20) == 'i' && (p[1] | 0x20) == 'b')
-                p++;
-        }
-        if ((*p | 0x20) == 'b')
-            p++;
-    }
-    if (*p) {
-        *trail = p;
-        return NUM_TRAILING;
-    }
-    if (shift && v > (UINT64_MAX >> shift))
-        return NUM_OVERFLOW;
-    *out = v << shift;
-    return NUM_OK;
-}
-
-int fr_parse_size(const char *s, uint64_t *out)
-{
-    uint64_t v;
-    const char *trail;
-    if (!s || !out)
-        return NUM_SYNTAX;
-    int st = num_parse(s, 1, &v, &trail);
-    if (st == NUM_OK)
-        *out = v;
-    return st;
-}
-
 /* Explain a number error in @p msg; @p what names the field. */
 static void num_error(char *msg, size_t size, const char *what, const char *num, int st,
                       const char *trail, int is_size, const char *range)
@@ -177,13 +102,13 @@ static void num_error(char *msg, size_t size, const char *what, const char *num,
     if (range)
         snprintf(where, sizeof where, " in range '%s'", Q(range));
     switch (st) {
-    case NUM_EMPTY:
+    case FR_NUM_EMPTY:
         snprintf(msg, size, "%s: empty number%s", what, where);
         break;
-    case NUM_OVERFLOW:
+    case FR_NUM_OVERFLOW:
         snprintf(msg, size, "%s: number overflow: '%s'%s does not fit in 64 bits", what, Q(num), where);
         break;
-    case NUM_TRAILING:
+    case FR_NUM_TRAILING:
         snprintf(msg, size, "%s: trailing garbage '%s' after the number in '%s'%s%s", what,
                  Q(trail), Q(num), where, is_size ? " (sizes take a K, M, G, T, P or E suffix,"
                  " optionally followed by B or iB)" : " (counts are plain integers)");
@@ -208,7 +133,7 @@ static int range_parse(const char *field, const char *what, int is_size, fr_rang
     }
     const char *dash = strchr(field, '-');
     if (!dash) {
-        if ((st = num_parse(field, is_size, &r->lo, &trail)) != NUM_OK) {
+        if ((st = fr_num_parse(field, is_size, &r->lo, &trail)) != FR_NUM_OK) {
             num_error(msg, size, what, field, st, trail, is_size, NULL);
             return -1;
         }
@@ -227,13 +152,13 @@ static int range_parse(const char *field, const char *what, int is_size, fr_rang
     }
     memcpy(lo, field, n);
     lo[n] = '\0';
-    st = num_parse(lo, is_size, &r->lo, &trail);
-    if (st != NUM_OK)
+    st = fr_num_parse(lo, is_size, &r->lo, &trail);
+    if (st != FR_NUM_OK)
         num_error(msg, size, what, lo, st, trail, is_size, field);
     free(lo);
-    if (st != NUM_OK)
+    if (st != FR_NUM_OK)
         return -1;
-    if ((st = num_parse(dash + 1, is_size, &r->hi, &trail)) != NUM_OK) {
+    if ((st = fr_num_parse(dash + 1, is_size, &r->hi, &trail)) != FR_NUM_OK) {
         num_error(msg, size, what, dash + 1, st, trail, is_size, field);
         return -1;
     }
@@ -376,12 +301,12 @@ static int parse_param(fr_rule_t *r, char *field, char *msg, size_t size)
     const char *key = field, *val = eq + 1, *trail;
     if (strcmp(key, "chunk") == 0) {
         uint64_t v;
-        int st = num_parse(val, 1, &v, &trail);
+        int st = fr_num_parse(val, 1, &v, &trail);
         if (r->chunk) {
             snprintf(msg, size, "bad parameter: chunk given twice");
             return -1;
         }
-        if (st != NUM_OK) {
+        if (st != FR_NUM_OK) {
             num_error(msg, size, "bad parameter chunk", val, st, trail, 1, NULL);
             return -1;
         }
@@ -392,12 +317,12 @@ static int parse_param(fr_rule_t *r, char *field, char *msg, size_t size)
         r->chunk = v;
     } else if (strcmp(key, "fanout") == 0) {
         uint64_t v;
-        int st = num_parse(val, 0, &v, &trail);
+        int st = fr_num_parse(val, 0, &v, &trail);
         if (r->fanout) {
             snprintf(msg, size, "bad parameter: fanout given twice");
             return -1;
         }
-        if (st != NUM_OK || v < FR_FANOUT_MIN || v > FR_FANOUT_MAX) {
+        if (st != FR_NUM_OK || v < FR_FANOUT_MIN || v > FR_FANOUT_MAX) {
             snprintf(msg, size, "bad parameter fanout='%s': must be an integer %d..%d", Q(val),
                      FR_FANOUT_MIN, FR_FANOUT_MAX);
             return -1;

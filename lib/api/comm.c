@@ -6,11 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "comm.h"
+#include "api.h"
+#include "agree.h"
+#include "select.h"
+#include "tune.h"
 #include "device.h"
 #include "settings.h"
 #include "log.h"
 #include "mpi_api.h"
+#include "mpi_types.h"
 #include "p2p.h"
 #include "shm.h"
 #include "wait.h"
@@ -60,48 +64,6 @@ fr_status_t fr_comm_check(const struct fr_comm *comm)
 
 int fr_comm_rank(fr_comm_t comm) { return fr_comm_check(comm) == FR_SUCCESS ? comm->rank : -1; }
 int fr_comm_size(fr_comm_t comm) { return fr_comm_check(comm) == FR_SUCCESS ? comm->size : -1; }
-
-void *fr_comm_scratch(struct fr_comm *comm, size_t bytes)
-{
-    if (bytes <= comm->scratch_size) return comm->scratch;
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes)) {
-        FR_ERROR(FR_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch", bytes);
-        return NULL;
-    }
-    free(comm->scratch);
-    comm->scratch = p;
-    comm->scratch_size = bytes;
-    return p;
-}
-
-fr_status_t fr_mpi_ready(void)
-{
-    int init = 0, fin = 0;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
-    if (!init || fin)
-        return FR_ERROR(FR_ERR_NOT_INITIALIZED, "MPI is %s", fin ? "already finalized" : "not initialized");
-    return FR_SUCCESS;
-}
-
-/* Every rank learns whether any rank failed; a rank that did not fail
- * itself gets FR_ERR_MPI-free wording naming the remote failure. */
-fr_status_t fr_agree(MPI_Comm comm, fr_status_t st, const char *what)
-{
-    int mine = (int)st, worst = 0;
-    if (PMPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)
-        return FR_ERROR(FR_ERR_MPI, "%s: MPI_Allreduce failed while agreeing on the outcome", what);
-    return fr_agreed(st, worst, what);
-}
-
-fr_status_t fr_agreed(fr_status_t st, int worst, const char *what)
-{
-    if (st != FR_SUCCESS) return st;
-    if (worst != FR_SUCCESS)
-        return FR_ERROR((fr_status_t)worst, "%s failed on another rank: %s", what, fr_strerror((fr_status_t)worst));
-    return FR_SUCCESS;
-}
 
 /* The cores the node's ranks may run on together: the union of their
  * affinity masks (a rank bound to one core still shares the node's cores). */

@@ -12,6 +12,7 @@
 #include "nccl_plugin.h"
 #include "settings.h"
 #include "wait.h"
+#include "agree.h"
 #ifdef FR_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif

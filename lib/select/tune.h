@@ -1,5 +1,6 @@
-/* The selection table: rules parsed from the built-in default, a tuning
- * file, FASTREDUCE_TUNE and FASTREDUCE_ALGO; the format is in docs/tuning.md. */
+/* The selection table's text: rules parsed from the built-in default, a
+ * tuning file, FASTREDUCE_TUNE and FASTREDUCE_ALGO, and printed back; the
+ * format is in docs/tuning.md. */
 #ifndef FR_TUNE_H
 #define FR_TUNE_H
 
@@ -7,37 +8,10 @@
 #include <stdio.h>
 #include "fastreduce.h"
 
-#define FR_INF UINT64_MAX
+#include "table.h"
 
-typedef struct fr_range { uint64_t lo, hi; } fr_range_t;  /* inclusive */
-static inline int fr_range_has(const fr_range_t *r, uint64_t v) { return v >= r->lo && v <= r->hi; }
-
-/* Where a rule came from, strongest first. */
-typedef enum { FR_SRC_ALGO = 0, FR_SRC_TUNE, FR_SRC_FILE, FR_SRC_DEFAULT, FR_SRC_COUNT } fr_rule_src_t;
-
-enum { FR_ACROSS_AUTO = 0, FR_ACROSS_RING, FR_ACROSS_RD };
-/* proto= of the NCCL algorithms: NCCL's protocol to force, or NCCL's pick */
-enum { FR_PROTO_AUTO = 0, FR_PROTO_LL, FR_PROTO_LL128, FR_PROTO_SIMPLE };
 /* The words of across= and proto=, [value - 1] (for the parser and printer). */
 extern const char *const fr_across_words[], *const fr_proto_words[];
-
-typedef struct fr_rule {
-    int        coll;      /* fr_coll_t */
-    unsigned   mem;       /* mask of fr_mem_t */
-    fr_range_t nodes, ppn, bytes;
-    int        alg;       /* index into fr_algs[] */
-    uint64_t   chunk;     /* chunk=SIZE parameter, 0 if absent */
-    int        fanout;    /* fanout=N parameter, 0 if absent */
-    int        across;    /* across=ring|rd (hier's stage between nodes), FR_ACROSS_AUTO if absent */
-    int        proto;     /* proto=ll|ll128|simple (the NCCL algorithms), FR_PROTO_AUTO if absent */
-    int        src;       /* fr_rule_src_t */
-    int        line;      /* line (or rule number) in its source */
-} fr_rule_t;
-
-typedef struct fr_table {
-    fr_rule_t *rules;
-    int        n, cap;
-} fr_table_t;
 
 /* Called for every malformed line; the default (NULL) logs a warning. */
 typedef void (*fr_diag_fn)(void *arg, const char *source, int line, const char *msg);
@@ -102,9 +76,6 @@ void fr_table_free(fr_table_t *t);
  * its own: a table whose rules come first and @p more's after them. Out of
  * memory, @p t keeps those appended so far. */
 fr_status_t fr_table_append(fr_table_t *t, const fr_table_t *more);
-
-/* Parse "1024", "8K", "4M", "1G" (powers of 1024) or "inf". 0 on success. */
-int fr_parse_size(const char *s, uint64_t *out);
 
 /* The built-in default table (lib/default_table.c). */
 extern const char fr_default_table[];

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "tune.h"
-#include "comm.h"
+#include "registry.h"
 
 static const char *const src_names[FR_SRC_COUNT] = {
     "FASTREDUCE_ALGO", "FASTREDUCE_TUNE", "FASTREDUCE_TUNE_FILE", "default"

@@ -16,20 +16,6 @@
 #include "wait.h"
 #include "copy.h"
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-void fr_backoff(uint64_t *polls, uint64_t spin)
-{
-    if (++*polls > spin) sched_yield();
-    else cpu_relax();
-}
 
 /* FASTREDUCE_SHM_STREAM=auto: a plain put is slow past twice the time of a
  * streaming put of its size class (auto:R sets another factor): with the

@@ -1,4 +1,5 @@
-/* The communicator, the call descriptor and the algorithm interface. */
+/* The communicator and the call descriptor: the data every layer above
+ * the core works on. */
 #ifndef FR_COMM_H
 #define FR_COMM_H
 
@@ -7,7 +8,7 @@
 #include <mpi.h>
 #include "fastreduce.h"
 #include "settings.h"
-#include "tune.h"
+#include "table.h"
 
 typedef enum { FR_COLL_ALLREDUCE = 0, FR_COLL_BCAST, FR_COLL_COUNT } fr_coll_t;
 typedef enum { FR_MEM_HOST = 1u, FR_MEM_CUDA = 2u } fr_mem_t;
@@ -91,6 +92,10 @@ struct fr_comm {
      * waits and long copies call bg(comm, bg_arg) to move it on; NULL: none */
     fr_status_t (*bg)(struct fr_comm *comm, void *arg);
     void        *bg_arg;
+    /* dispatch of a call to the algorithm the table gives it (set by
+     * fr_comm_create): the staged device path runs its host copy through
+     * it, and dispatch sits in a layer above the algorithms */
+    fr_status_t (*run_host)(struct fr_comm *comm, fr_call_t *call);
     /* device buffers (lib/device.c) */
     void        *nccl;         /* ncclComm_t, NULL until made */
     int          nccl_state;   /* 0 not tried yet, 1 ready, -1 not available (same on every rank) */
@@ -99,127 +104,12 @@ struct fr_comm {
     size_t       stage_size;
 };
 
-/* Rule parameters: the key=value words after a rule's algorithm
- * (docs/tuning.md); FR_PARAM_NONE ends an algorithm's list. */
-enum { FR_PARAM_NONE = 0, FR_PARAM_CHUNK, FR_PARAM_FANOUT, FR_PARAM_ACROSS, FR_PARAM_PROTO, FR_PARAM_COUNT };
-/* A fanout the tuner tries: as many children as the job allows (at most 64), the flat tree. */
-#define FR_FANOUT_FLAT UINT64_MAX
-#define FR_SWEEP_MAX 3
-
-/* A rule parameter an algorithm reads, and the values the autotuner
- * measures besides the algorithm's default (0 ends the list). */
-typedef struct fr_alg_param {
-    int         key;                        /* FR_PARAM_* */
-    uint64_t    sweep[FR_SWEEP_MAX];
-} fr_alg_param_t;
-
-/* What an algorithm serves and how it works, as the tests and the tuner
- * need to know it without naming the algorithm (fr_alg_t.traits). */
-enum {
-    FR_ALG_ONE_NODE = 1u << 0,     /* serves the ranks of one node only (declines several nodes) */
-    FR_ALG_NODES = 1u << 1,        /* serves several nodes only (declines one node) */
-    FR_ALG_EQUAL_NODES = 1u << 2,  /* needs every node to hold as many ranks */
-    FR_ALG_SHM = 1u << 3,          /* moves the data through the node's shared segment */
-    FR_ALG_MPI = 1u << 4,          /* the MPI library's own collective */
-    FR_ALG_LAST_RESORT = 1u << 5,  /* serves every call of its memory type: where selection ends */
-    FR_ALG_VIA_HOST = 1u << 6,     /* runs a host algorithm on host copies of device buffers */
-};
-
-/* The algorithm interface: one file in algorithms/ defines one of these. */
-typedef struct fr_alg {
-    const char *name;                       /* used in tables, variables and logs */
-    fr_coll_t   coll;
-    unsigned    mem_types;                  /* FR_MEM_HOST | FR_MEM_CUDA */
-    /* FR_SUCCESS if it can serve the call; FR_ERR_NOT_SUPPORTED to decline.
-     * Must depend only on values that are the same on every rank. */
-    fr_status_t (*check)(const fr_call_t *call, const struct fr_comm *comm);
-    fr_status_t (*run)(fr_call_t *call, struct fr_comm *comm);
-    const char *desc;                       /* one line, for fastreduce-info and the docs' tables */
-    /* the rule parameters it reads, in FR_PARAM_* order, with the values the tuner sweeps */
-    fr_alg_param_t params[FR_PARAM_COUNT - 1];
-    uint64_t    chunk_def;                  /* its chunk size when the rule gives none (FR_PARAM_CHUNK) */
-    /* where that depends on the call, the chunk size for @p call (NULL: chunk_def) */
-    uint64_t    (*chunk_for)(const fr_call_t *call);
-    unsigned    needs;                      /* FR_NEEDS_*: what fr_dispatch sets up before it runs */
-    unsigned    traits;                     /* FR_ALG_* */
-    /* The tuner's tie order among its collective and memory type: of two
-     * candidates within the noise the lower rank wins (the one with fewer
-     * moving parts; the MPI library's own last). */
-    int         tie_rank;
-} fr_alg_t;
-
-/* Transports an algorithm uses that a communicator makes on first use. */
-enum { FR_NEEDS_UCX = 1u };
-
-/* The chunk size @p a takes for @p call when the rule gives none. */
-static inline uint64_t fr_alg_chunk_default(const fr_alg_t *a, const fr_call_t *call)
-{
-    return a->chunk_for ? a->chunk_for(call) : a->chunk_def;
-}
-
-/* @p a's entry for rule parameter @p key, or NULL when it does not read it. */
-static inline const fr_alg_param_t *fr_alg_param(const fr_alg_t *a, int key)
-{
-    for (int i = 0; i < FR_PARAM_COUNT - 1 && a->params[i].key; i++)
-        if (a->params[i].key == key) return &a->params[i];
-    return NULL;
-}
-
-/* algorithms/registry.c */
-extern const fr_alg_t *const fr_algs[];
-extern const int fr_nalgs;
-/* Index of the algorithm named @p name for @p coll (coll < 0: any), or -1. */
-int fr_alg_lookup(int coll, const char *name);
-const char *fr_coll_name(fr_coll_t coll);
-
 /* A scratch buffer of at least @p bytes owned by the communicator, or NULL
  * (with the error recorded) if it cannot be allocated. */
 void *fr_comm_scratch(struct fr_comm *comm, size_t bytes);
 
-/* FR_SUCCESS when MPI is initialized and not finalized. */
-fr_status_t fr_mpi_ready(void);
-/* Collective: every rank learns whether any rank's @p st failed. */
-fr_status_t fr_agree(MPI_Comm comm, fr_status_t st, const char *what);
-/* fr_agree's outcome once the worst status of all ranks, @p worst, is known. */
-fr_status_t fr_agreed(fr_status_t st, int worst, const char *what);
-/* lib/select.c: build the table on rank 0 from FASTREDUCE_ALGO, _TUNE,
- * _TUNE_FILE (comm->set, fr_config_t applied) and the default, and
- * broadcast it (collective). */
-fr_status_t fr_select_load(struct fr_comm *comm);
-
-/* lib/select.c: make @p table comm's selection table (its rules are not
- * copied) and list again the rules of it that can match comm (sel,
- * sel_at). Whoever changes comm->table after fr_comm_create (the tuner
- * does, to force each candidate) goes through here; when the list cannot
- * be allocated, calls scan the whole table. */
-void fr_select_use(struct fr_comm *comm, fr_table_t table);
-
-/* lib/select.c: the algorithm the table gives @p call (whose coll, mem,
- * count and bytes are set): the first matching rule whose algorithm
- * accepts it, else the MPI library's own. Sets the rule's parameters on
- * the call; *rule is the rule index or -1. */
-const fr_alg_t *fr_select_choose(struct fr_comm *comm, fr_call_t *call, int *rule);
-
-/* lib/select.c: choose @p call's algorithm and run it (the per-call log
- * line, the communicator's sequence number, avg's division of host
- * buffers; the NCCL set-up at the first device call). */
-fr_status_t fr_dispatch(struct fr_comm *comm, fr_call_t *call);
-/* What fr_allreduce_algorithm / fr_bcast_algorithm (in @p mem) answer, as
- * a label written into @p label: the name, the rule's chunk where it is
- * not the algorithm's default, and the other parameters the rule sets
- * ("shm chunk=1M"); NULL as they. */
-const char *fr_allreduce_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op, fr_mem_t mem,
-                                char *label, size_t len);
-const char *fr_bcast_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root, fr_mem_t mem, char *label,
-                            size_t len);
-/* The algorithm of this thread's last fr_dispatch ("" before any). */
-const char *fr_last_algorithm(void);
-
-/* Validate a handle: FR_SUCCESS or FR_ERR_BAD_COMM with a message. */
-fr_status_t fr_comm_check(const struct fr_comm *comm);
-/* fr_comm_destroy of @p n communicators at once (collective over each; NULL
- * entries are skipped): the ranks may list them in different orders. */
-fr_status_t fr_comm_destroy_many(fr_comm_t *comms, int n);
+/* The name of collective @p coll ("allreduce", "bcast"). */
+const char *fr_coll_name(fr_coll_t coll);
 
 /* Element range [*off, *off + *len) of block @p i when @p count elements are
  * split into @p nblocks nearly equal blocks (the first count % nblocks get

@@ -1,15 +1,35 @@
 /* Bounded waits, the broken state and the argument check (see wait.h). */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "wait.h"
+#include "agree.h"
 #include "hwtopo.h"
 #include "log.h"
 #include "p2p.h"
 #include "settings.h"
 #include "shm.h"
+
+/* A spinning core tells the CPU it waits (a sibling thread gets the core). */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Spin @p spin polls, then yield at each: oversubscribed ranks must let the
+ * rank they wait for run. */
+void fr_backoff(uint64_t *polls, uint64_t spin)
+{
+    if (++*polls > spin) sched_yield();
+    else cpu_relax();
+}
 
 static uint64_t now_ns(void)
 {
@@ -193,7 +213,7 @@ fr_status_t fr_agree_bounded(struct fr_comm *comm, fr_status_t st, const char *w
 enum { F_COLL, F_COUNT, F_DTYPE, F_OP, F_ROOT, F_MEM, F_ALG, NF };
 static const char *const field_name[NF] = {"collective", "count", "datatype", "op", "root", "memory", "algorithm"};
 
-static void field_text(int f, int64_t v, char *buf, size_t len)
+static void field_text(int f, int64_t v, fr_name_fn alg_name, char *buf, size_t len)
 {
     switch (f) {
     case F_COLL:  snprintf(buf, len, "%s", v >= 0 && v < FR_COLL_COUNT ? fr_coll_name((fr_coll_t)v) : "?"); break;
@@ -201,14 +221,14 @@ static void field_text(int f, int64_t v, char *buf, size_t len)
     case F_OP:    snprintf(buf, len, "%s", v < 0 ? "none (bcast)" : fr_op_name((fr_op_t)v)); break;
     case F_ROOT:  if (v < 0) snprintf(buf, len, "none (allreduce)"); else snprintf(buf, len, "%lld", (long long)v); break;
     case F_MEM:   snprintf(buf, len, "%s", v == FR_MEM_CUDA ? "device" : "host"); break;
-    case F_ALG:   snprintf(buf, len, "%s", v >= 0 && v < fr_nalgs ? fr_algs[v]->name : "(not chosen yet)"); break;
+    case F_ALG:   snprintf(buf, len, "%s", alg_name((int)v)); break;
     default:      snprintf(buf, len, "%lld", (long long)v); break;
     }
 }
 
 /* Append to @p msg, for field @p f, each distinct value and the ranks holding
  * it: "count: 1000 on ranks 0-2, 999 on rank 3". */
-static void describe(const int64_t *all, int n, int f, int *ranks, char *msg, size_t len)
+static void describe(const int64_t *all, int n, int f, fr_name_fn alg_name, int *ranks, char *msg, size_t len)
 {
     size_t at = strlen(msg);
     at += (size_t)snprintf(msg + at, at < len ? len - at : 0, "%s%s:", at ? "; " : "", field_name[f]);
@@ -223,13 +243,13 @@ static void describe(const int64_t *all, int n, int f, int *ranks, char *msg, si
         for (int q = r; q < n; q++)
             if (all[(size_t)q * NF + f] == v) ranks[k++] = q;
         char val[48], rl[128];
-        field_text(f, v, val, sizeof val);
+        field_text(f, v, alg_name, val, sizeof val);
         fr_rank_list(ranks, k, rl, sizeof rl);
         at += (size_t)snprintf(msg + at, len - at, "%s %s on %s", shown > 1 ? "," : "", val, rl);
     }
 }
 
-fr_status_t fr_check_agreement(struct fr_comm *comm, const fr_call_t *call, int alg)
+fr_status_t fr_check_agreement(struct fr_comm *comm, const fr_call_t *call, int alg, fr_name_fn alg_name)
 {
     /* (heap blocks: a timed-out request keeps using them after this returns) */
     struct { int64_t v[2 * NF], ext[2 * NF]; int ok, all_ok; } *b = malloc(sizeof *b);
@@ -279,7 +299,7 @@ fr_status_t fr_check_agreement(struct fr_comm *comm, const fr_call_t *call, int 
     char msg[768] = "";
     for (int f = 0; f < NF; f++) {
         if (!(differ & (1u << f))) continue;
-        if (gathered) { describe(all, n, f, ranks, msg, sizeof msg); continue; }
+        if (gathered) { describe(all, n, f, alg_name, ranks, msg, sizeof msg); continue; }
         size_t at = strlen(msg);
         snprintf(msg + at, sizeof msg - at, "%s%s", at ? ", " : "", field_name[f]);
     }
@@ -288,7 +308,7 @@ fr_status_t fr_check_agreement(struct fr_comm *comm, const fr_call_t *call, int 
     free(b);
     if (st != FR_SUCCESS) return comm->broken ? comm->broken : fr_comm_break(comm, st);
     char mine_txt[48];
-    field_text(F_COLL, mine[F_COLL], mine_txt, sizeof mine_txt);
+    field_text(F_COLL, mine[F_COLL], alg_name, mine_txt, sizeof mine_txt);
     st = FR_ERROR(FR_ERR_MISMATCH, "FASTREDUCE_CHECK: call #%lu (%s here): the ranks disagree: %s; nothing was sent",
                   (unsigned long)comm->seq, mine_txt, msg);
     if (comm->rank == 0) FR_WARN(FR_SUB_COLL, "%s", fr_last_error());

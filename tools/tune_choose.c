@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "comm.h"
+#include "internal.h"
 
 int tc_grid_init(tc_grid_t *g, int ncand, int nsizes)
 {

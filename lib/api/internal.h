@@ -1,0 +1,35 @@
+/* What the project's own programs (tools/: fastreduce-info, fastreduce-topo,
+ * fastreduce-tune; benchmarks/) use of the library beyond the public
+ * header: the one header they include. They read a communicator through
+ * the accessors below and change its table only through fr_select_use,
+ * never through its fields. */
+#ifndef FR_INTERNAL_H
+#define FR_INTERNAL_H
+
+#include "fastreduce.h"
+#include "api.h"
+#include "comm.h"
+#include "copy.h"
+#include "device.h"
+#include "hwtopo.h"
+#include "log.h"
+#include "registry.h"
+#include "select.h"
+#include "settings.h"
+#include "tune.h"
+
+/* A communicator's shape and what it was set up with. */
+typedef struct fr_comm_facts {
+    int         size, nnodes, ppn;   /* ranks, nodes, the most ranks on one node */
+    const char *fingerprint;         /* the node's topology fingerprint, "unknown" when none */
+    int         nccl_ready;          /* 1 once its NCCL communicator works */
+} fr_comm_facts_t;
+
+/* @p comm's facts (a valid communicator). */
+fr_comm_facts_t fr_comm_facts(const struct fr_comm *comm);
+/* The selection table @p comm uses (owned by it). */
+const fr_table_t *fr_comm_table(const struct fr_comm *comm);
+/* The settings @p comm was created with (owned by it). */
+const fr_settings_t *fr_comm_settings(const struct fr_comm *comm);
+
+#endif
