@@ -32,6 +32,16 @@
 extern "C" {
 #endif
 
+/** @cond FR_INTERNAL */
+/* What the library exports: it is built with -fvisibility=hidden, so
+ * only the functions declared here with FR_API are in its symbol table. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define FR_API __attribute__((visibility("default")))
+#else
+#define FR_API
+#endif
+/** @endcond */
+
 /**
  * @defgroup fr_version_group Version
  * The version this header describes, and the one of the library loaded.
@@ -47,14 +57,14 @@ extern "C" {
  * The loaded library's version as a string.
  * @return a static string such as "0.1.0"
  */
-const char *fr_version(void);
+FR_API const char *fr_version(void);
 
 /**
  * The loaded library's version as one number, to compare with FR_VERSION
  * (the header a program was built with).
  * @return major*10000 + minor*100 + patch
  */
-int fr_version_number(void);
+FR_API int fr_version_number(void);
 /** @} */
 
 /**
@@ -93,7 +103,7 @@ typedef enum fr_status {
  * @return "FR_ERR_ROOT: root out of range" and the like; a string saying
  *         the code is unknown for a value out of range
  */
-const char *fr_strerror(fr_status_t status);
+FR_API const char *fr_strerror(fr_status_t status);
 
 /**
  * The calling thread's detail message for its last failed call (the
@@ -101,7 +111,7 @@ const char *fr_strerror(fr_status_t status);
  * @return the message, or "" when none failed; valid until the thread's
  *         next failing call
  */
-const char *fr_last_error(void);
+FR_API const char *fr_last_error(void);
 /** @} */
 
 /**
@@ -147,21 +157,21 @@ typedef enum fr_op {
  * @param dtype a datatype
  * @return its size in bytes, 0 for an unknown type
  */
-size_t fr_dtype_size(fr_dtype_t dtype);
+FR_API size_t fr_dtype_size(fr_dtype_t dtype);
 
 /**
  * Name of a datatype.
  * @param dtype a datatype
  * @return "float32" and the like, "?" when unknown
  */
-const char *fr_dtype_name(fr_dtype_t dtype);
+FR_API const char *fr_dtype_name(fr_dtype_t dtype);
 
 /**
  * Name of an operation.
  * @param op an operation
  * @return "sum" and the like, "?" when unknown
  */
-const char *fr_op_name(fr_op_t op);
+FR_API const char *fr_op_name(fr_op_t op);
 /** @} */
 
 /**
@@ -210,7 +220,7 @@ typedef struct fr_config {
  *         FR_ERR_BAD_COMM (inter-communicator or MPI_COMM_NULL),
  *         FR_ERR_MPI, FR_ERR_UCX, FR_ERR_SYSTEM or FR_ERR_NO_MEMORY.
  */
-fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm_t *out);
+FR_API fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm_t *out);
 
 /**
  * Destroy a communicator and free everything it holds. Collective over the
@@ -221,21 +231,21 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
  *             unknown handle is refused with FR_ERR_BAD_COMM, never read
  * @return FR_SUCCESS, FR_ERR_BAD_COMM, FR_ERR_MPI or FR_ERR_TIMED_OUT
  */
-fr_status_t fr_comm_destroy(fr_comm_t comm);
+FR_API fr_status_t fr_comm_destroy(fr_comm_t comm);
 
 /**
  * The caller's rank.
  * @param comm a communicator
  * @return the rank in @p comm, or -1 for a bad handle
  */
-int fr_comm_rank(fr_comm_t comm);
+FR_API int fr_comm_rank(fr_comm_t comm);
 
 /**
  * The number of ranks.
  * @param comm a communicator
  * @return the size of @p comm, or -1 for a bad handle
  */
-int fr_comm_size(fr_comm_t comm);
+FR_API int fr_comm_size(fr_comm_t comm);
 /** @} */
 
 /**
@@ -262,8 +272,8 @@ int fr_comm_size(fr_comm_t comm);
  *         FR_ERR_INVALID_ARG (unknown dtype or op, partly overlapping buffers),
  *         FR_ERR_UNSUPPORTED_OP, or a transport error.
  */
-fr_status_t fr_allreduce(const void *sendbuf, void *recvbuf, size_t count,
-                         fr_dtype_t dtype, fr_op_t op, fr_comm_t comm);
+FR_API fr_status_t fr_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                fr_dtype_t dtype, fr_op_t op, fr_comm_t comm);
 
 /**
  * Copy @p count elements of @p buf on rank @p root to @p buf on every rank.
@@ -276,7 +286,7 @@ fr_status_t fr_allreduce(const void *sendbuf, void *recvbuf, size_t count,
  * @return FR_SUCCESS, FR_ERR_BAD_COMM, FR_ERR_NULL_POINTER, FR_ERR_COUNT,
  *         FR_ERR_ROOT, FR_ERR_INVALID_ARG, or a transport error.
  */
-fr_status_t fr_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm);
+FR_API fr_status_t fr_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm);
 /** @} */
 
 /**
@@ -311,8 +321,8 @@ fr_status_t fr_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_com
  * @return as fr_allreduce() / fr_bcast(), and FR_ERR_CUDA when a CUDA or
  *         NCCL call fails.
  */
-fr_status_t fr_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count, fr_dtype_t dtype, fr_op_t op,
-                                fr_comm_t comm, void *stream);
+FR_API fr_status_t fr_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count, fr_dtype_t dtype, fr_op_t op,
+                                       fr_comm_t comm, void *stream);
 
 /**
  * fr_bcast() on a CUDA stream, as fr_allreduce_stream().
@@ -320,7 +330,7 @@ fr_status_t fr_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count
  * @param stream a cudaStream_t, or NULL for the legacy default stream
  * @return as fr_allreduce_stream()
  */
-fr_status_t fr_bcast_stream(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm, void *stream);
+FR_API fr_status_t fr_bcast_stream(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm, void *stream);
 /** @} */
 
 /**
@@ -344,8 +354,8 @@ fr_status_t fr_bcast_stream(void *buf, size_t count, fr_dtype_t dtype, int root,
  * @return MPI_SUCCESS or an MPI error class; as with MPI's own calls, an
  *         error also goes to @p comm's error handler.
  */
-int FR_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
-                 MPI_Op op, MPI_Comm comm);
+FR_API int FR_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                        MPI_Op op, MPI_Comm comm);
 
 /**
  * MPI_Bcast's signature, served for every datatype on an intra-communicator:
@@ -361,7 +371,7 @@ int FR_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dat
  * @param buffer, count, datatype, root, comm as MPI_Bcast()
  * @return as FR_Allreduce()
  */
-int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+FR_API int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
 /** @} */
 
 /**
@@ -376,7 +386,7 @@ int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm 
  * @return its name (the same on every rank), or NULL for a bad handle or
  *         bad arguments (unknown type or op, a count that overflows)
  */
-const char *fr_allreduce_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op);
+FR_API const char *fr_allreduce_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op);
 
 /**
  * The algorithm fr_bcast() would run on host buffers.
@@ -384,7 +394,7 @@ const char *fr_allreduce_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtyp
  * @return its name, or NULL for a bad handle or bad arguments (a root out
  *         of range among them)
  */
-const char *fr_bcast_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root);
+FR_API const char *fr_bcast_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root);
 
 /**
  * The algorithm fr_allreduce() would run on device buffers: nccl,
@@ -393,14 +403,14 @@ const char *fr_bcast_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, i
  * @param comm, count, dtype, op as fr_allreduce()
  * @return its name, or NULL as fr_allreduce_algorithm()
  */
-const char *fr_allreduce_algorithm_device(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op);
+FR_API const char *fr_allreduce_algorithm_device(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op);
 
 /**
  * The algorithm fr_bcast() would run on device buffers.
  * @param comm, count, dtype, root as fr_bcast()
  * @return its name, or NULL as fr_bcast_algorithm()
  */
-const char *fr_bcast_algorithm_device(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root);
+FR_API const char *fr_bcast_algorithm_device(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root);
 /** @} */
 
 #ifdef __cplusplus

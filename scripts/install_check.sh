@@ -27,13 +27,12 @@ for a in $algos; do
         fi
     done
 done
-# NCCL's tuner plugin is installed beside the library, exporting its three entry points and nothing else
-plugin="$prefix/lib/libnccl-tuner-fastreduce.so"
-syms=$(nm -D --defined-only "$plugin" 2>/dev/null | awk '$2 ~ /^[A-Za-z]$/ {print $3}' | sort | tr '\n' ' ')
-if [ "$syms" = "ncclTunerPlugin_v3 ncclTunerPlugin_v4 ncclTunerPlugin_v5 " ]; then
+# Each installed library exports its public interface and nothing else
+# (the NCCL tuner module, the interposer and libfastreduce itself)
+if out=$(srcdir="$top/tests" "$top/tests/exports.sh" "$prefix/lib" 2>&1); then
     passed=$((passed + 1))
 else
-    failed=$((failed + 1)); echo "FAIL: $plugin exports '${syms:-nothing (missing?)}'"
+    failed=$((failed + 1)); echo "$out" | grep -v ' exported symbols$'
 fi
 # The interposer from the prefix, LD_PRELOADed under a program built with the MPI compiler alone
 if $mpicc -o "$prefix/mpi_program" "$top/tests/mpi/mpi_program.c"; then

@@ -13,7 +13,6 @@
 #include "device.h"
 #include "settings.h"
 #include "log.h"
-#include "mpi_api.h"
 #include "mpi_types.h"
 #include "p2p.h"
 #include "shm.h"

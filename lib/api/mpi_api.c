@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "mpi_api.h"
+#include "mpi_stats.h"
 #include "mpi_types.h"
 #include "api.h"
 #include "agree.h"
@@ -90,6 +90,8 @@ static fr_comm_t take_oldest(void)
 static int self_delete(MPI_Comm c, int key, void *val, void *extra)
 {
     (void)c; (void)key; (void)val; (void)extra;
+    /* (before the cached communicators go: their count is of those freed before MPI_Finalize) */
+    if (fr_mpi_mode() & FR_MPI_STATS) fr_mpi_stats_print();
     pthread_mutex_lock(&cache_lock);
     int n = 0, k = 0;
     for (cached_t *e = cache_list; e; e = e->next) n += e->comm != NULL;
@@ -116,6 +118,15 @@ static void make_keys(void)
     keys_ok = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_delete, &comm_key, NULL) == MPI_SUCCESS &&
               PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &self_key, NULL) == MPI_SUCCESS &&
               PMPI_Comm_set_attr(MPI_COMM_SELF, self_key, NULL) == MPI_SUCCESS;
+}
+
+/* fr_mpi_mode(), with the finalize callback in place when statistics are
+ * kept (MPI_Finalize deletes MPI_COMM_SELF's attributes first). */
+static int mode(void)
+{
+    int m = fr_mpi_mode();
+    if ((m & FR_MPI_STATS) && fr_mpi_ready() == FR_SUCCESS) pthread_once(&keys_once, make_keys);
+    return m;
 }
 
 /* The fr_comm_t cached on @p mc, made now if there is none; *setup: the
@@ -192,8 +203,8 @@ static int served_status(fr_status_t st, MPI_Comm comm)
     return err;
 }
 
-/* See mpi_api.h. */
-int fr_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+/* FR_Allreduce without its statistics, saying in *how what happened. */
+static int mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                      fr_mpi_served_t *how)
 {
     int dt = fr_dtype_from_mpi(datatype);
@@ -289,7 +300,8 @@ static fr_status_t bcast_bytes(void *buffer, int count, MPI_Datatype t, MPI_Coun
     return pst != FR_SUCCESS ? pst : st;
 }
 
-int fr_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, fr_mpi_served_t *how)
+/* FR_Bcast without its statistics, saying in *how what happened. */
+static int mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, fr_mpi_served_t *how)
 {
     MPI_Count size = 0;
     fr_comm_t fc = NULL;
@@ -313,12 +325,26 @@ int fr_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_C
     return served_status(st, comm);
 }
 
+/* Calls fastreduce cannot serve go to PMPI_Allreduce / PMPI_Bcast
+ * unchanged; fastreduce's failures come back as MPI error classes. */
 int FR_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
-    return fr_mpi_allreduce(sendbuf, recvbuf, count, datatype, op, comm, NULL);
+    int m = mode();
+    fr_mpi_served_t h = { .served = 0, .what = "FASTREDUCE_DISABLE=1" };
+    double t0 = m & FR_MPI_STATS ? PMPI_Wtime() : 0;
+    int err = m & FR_MPI_DISABLED ? PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
+                                  : mpi_allreduce(sendbuf, recvbuf, count, datatype, op, comm, &h);
+    if (m & FR_MPI_STATS) fr_mpi_stats_record(0, &h, PMPI_Wtime() - t0, count, datatype, comm);
+    return err;
 }
 
 int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
-    return fr_mpi_bcast(buffer, count, datatype, root, comm, NULL);
+    int m = mode();
+    fr_mpi_served_t h = { .served = 0, .what = "FASTREDUCE_DISABLE=1" };
+    double t0 = m & FR_MPI_STATS ? PMPI_Wtime() : 0;
+    int err = m & FR_MPI_DISABLED ? PMPI_Bcast(buffer, count, datatype, root, comm)
+                                  : mpi_bcast(buffer, count, datatype, root, comm, &h);
+    if (m & FR_MPI_STATS) fr_mpi_stats_record(1, &h, PMPI_Wtime() - t0, count, datatype, comm);
+    return err;
 }

@@ -1,6 +1,7 @@
-/* libnccl-tuner-fastreduce.so: NCCL's tuner plugin, steered by fastreduce's
- * tables. NCCL 2.28 finds ncclTunerPlugin_v5, 2.24-2.27 ncclTunerPlugin_v4,
- * 2.22-2.23 ncclTunerPlugin_v3 (the ABI is in nccl_tuner_abi.h).
+/* NCCL's tuner plugin, steered by fastreduce's tables (NCCL loads it
+ * through libnccl-tuner-fastreduce.so, nccl_tuner_shim.c). NCCL 2.28 finds
+ * ncclTunerPlugin_v5, 2.24-2.27 ncclTunerPlugin_v4, 2.22-2.23
+ * ncclTunerPlugin_v3 (the ABI is in nccl_tuner_abi.h).
  *
  * For every allreduce and broadcast NCCL is about to run it decides, in
  * this order: fastreduce's hint for the call (fastreduce's own NCCL calls,
@@ -204,6 +205,9 @@ static frn_result_t init_v4(size_t nranks, size_t nnodes, frn_logger_t log, void
     return init_common(nranks, nnodes, 0, log, ctx);
 }
 
-const frn_tuner_v5_t ncclTunerPlugin_v5 = { "fastreduce", init_v5, get_coll_info, finish };
-const frn_tuner_v4_t ncclTunerPlugin_v4 = { "fastreduce", init_v4, get_coll_info, finish };
-const frn_tuner_v3_t ncclTunerPlugin_v3 = { "fastreduce", init_v4, get_coll_info_v3, finish };
+/* Exported by libfastreduce.so (and by the project's programs, which link
+ * the library statically): libnccl-tuner-fastreduce.so hands them to NCCL. */
+#define EXPORT __attribute__((visibility("default")))
+EXPORT const frn_tuner_v5_t ncclTunerPlugin_v5 = { "fastreduce", init_v5, get_coll_info, finish };
+EXPORT const frn_tuner_v4_t ncclTunerPlugin_v4 = { "fastreduce", init_v4, get_coll_info, finish };
+EXPORT const frn_tuner_v3_t ncclTunerPlugin_v3 = { "fastreduce", init_v4, get_coll_info_v3, finish };

@@ -1,6 +1,7 @@
-/* What libfastreduce and its NCCL tuner plugin (lib/nccl_tuner.c,
- * libnccl-tuner-fastreduce.so) share. The plugin links libfastreduce, so
- * both see one copy of this state in a process that uses both.
+/* What libfastreduce and its NCCL tuner plugin (lib/api/nccl_tuner.c)
+ * share. The plugin is part of the library, and the module NCCL loads
+ * (libnccl-tuner-fastreduce.so) hands NCCL the plugin of the copy of the
+ * library the process uses, so both see one copy of this state.
  *
  * fastreduce's own NCCL calls carry a per-thread hint: the algorithm and
  * protocol its table chose for the call, which the plugin forces when NCCL
