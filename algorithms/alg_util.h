@@ -1,7 +1,7 @@
 /* Helpers shared by the point-to-point algorithms (header only, all static
- * inline): defaults and chunk sizes, the non-power-of-two fold used by
- * recursive doubling and Rabenseifner, and a chunked ring pass used by ring
- * allreduce (reduce-scatter + allgather) and scatter_allgather bcast. */
+ * inline): defaults and chunk sizes, a chunked ring pass used by ring
+ * allreduce (reduce-scatter + allgather) and scatter_allgather bcast, and
+ * the binomial tree pass. The non-power-of-two fold is in fold.h. */
 #ifndef FR_ALG_UTIL_H
 #define FR_ALG_UTIL_H
 
@@ -66,59 +66,6 @@ static inline void fr_alg_reduce_ordered(void *out, const void *mine, const void
 {
     if (theirs_lower) fr_reduce3(out, theirs, mine, count, dt, op);
     else fr_reduce3(out, mine, theirs, count, dt, op);
-}
-
-/* ---- fold of a non-power-of-two rank count ---------------------------------
- * p = the largest power of two <= size, rem = size - p. Ranks below 2*rem
- * pair up as (2i, 2i+1): the even one sends its input to the odd one, which
- * reduces it (even operand first) and takes part as virtual rank i; ranks
- * from 2*rem on are virtual ranks r - rem. At the end each odd rank sends the
- * result back to its even partner. Virtual ranks keep the order of ranks. */
-typedef struct fr_fold {
-    int p, rem;
-    int vrank;    /* virtual rank in [0, p), or -1 for a rank folded away */
-} fr_fold_t;
-
-static inline void fr_fold_init(fr_fold_t *f, int rank, int size)
-{
-    int p = 1;
-    while (p <= size / 2) p <<= 1;
-    f->p = p;
-    f->rem = size - p;
-    if (rank < 2 * f->rem) f->vrank = (rank % 2) ? rank / 2 : -1;
-    else f->vrank = rank - f->rem;
-}
-
-/* The communicator rank of virtual rank @p v. */
-static inline int fr_fold_rank(const fr_fold_t *f, int v)
-{
-    return v < f->rem ? 2 * v + 1 : v + f->rem;
-}
-
-/* Fold in. *cur is the rank's current data (the input); after a reduction
- * it becomes call->recvbuf. @p tmp holds call->bytes. */
-static inline fr_status_t fr_fold_in(struct fr_comm *comm, fr_call_t *call, const fr_fold_t *f,
-                                     void *tmp, const void **cur, unsigned step)
-{
-    int r = comm->rank;
-    if (r >= 2 * f->rem) return FR_SUCCESS;
-    if (f->vrank < 0)
-        return fr_p2p_send(comm, r + 1, *cur, call->bytes, FR_ALG_STEP(step));
-    FR_CHECK(fr_p2p_recv(comm, r - 1, tmp, call->bytes, FR_ALG_STEP(step)));
-    fr_reduce3(call->recvbuf, tmp, *cur, call->count, call->dtype, call->op);
-    *cur = call->recvbuf;
-    return FR_SUCCESS;
-}
-
-/* Fold out: the odd rank of each pair sends the result to the even one. */
-static inline fr_status_t fr_fold_out(struct fr_comm *comm, fr_call_t *call, const fr_fold_t *f,
-                                      unsigned step)
-{
-    int r = comm->rank;
-    if (r >= 2 * f->rem) return FR_SUCCESS;
-    if (f->vrank < 0)
-        return fr_p2p_recv(comm, r + 1, call->recvbuf, call->bytes, FR_ALG_STEP(step));
-    return fr_p2p_send(comm, r - 1, call->recvbuf, call->bytes, FR_ALG_STEP(step));
 }
 
 /* ---- chunked ring pass -----------------------------------------------------

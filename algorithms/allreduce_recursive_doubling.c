@@ -1,10 +1,11 @@
 /* Recursive-doubling allreduce: log2(p) rounds of pairwise exchange of the
  * whole vector between ranks whose virtual ranks differ in one bit. With a
  * non-power-of-two rank count the extra ranks first fold their input onto a
- * partner and get the result back last (alg_util.h). Both ends of an
+ * partner and get the result back last (fold.h). Both ends of an
  * exchange reduce with the lower rank's operand first, so every rank ends
  * with the same bits. Suits small messages: latency log2(p), no chunking. */
 #include "alg_util.h"
+#include "fold.h"
 
 #define RD_STEP_FOLD   0
 #define RD_STEP_FIRST  1      /* rounds use 1 .. log2(p) */
