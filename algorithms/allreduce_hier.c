@@ -12,6 +12,7 @@
  * reductions with its transfers. */
 #include "alg_util.h"
 #include "copy.h"
+#include "ring_pass.h"
 #include "shm.h"
 #include "shm_steps.h"
 
