@@ -1,6 +1,8 @@
-/* Helpers shared by the point-to-point algorithms (header only, all static
- * inline): defaults and chunk sizes, and the binomial tree pass. The
- * non-power-of-two fold is in fold.h, the chunked ring pass in ring_pass.h. */
+/* Small helpers shared by the point-to-point algorithms (header only, all
+ * static inline): the check() functions, chunk sizes, the copy for nothing
+ * to combine, an exchange with one peer and the ordered reduction. The
+ * shared patterns have units of their own: fold.h, ring_pass.h and
+ * binomial.h. */
 #ifndef FR_ALG_UTIL_H
 #define FR_ALG_UTIL_H
 
@@ -65,38 +67,6 @@ static inline void fr_alg_reduce_ordered(void *out, const void *mine, const void
 {
     if (theirs_lower) fr_reduce3(out, theirs, mine, count, dt, op);
     else fr_reduce3(out, mine, theirs, count, dt, op);
-}
-
-/* The bytes a binomial subtree of relative ranks [lo, hi) needs (hi may
- * pass n). */
-typedef void (*fr_subtree_fn)(const fr_call_t *call, int n, int lo, int hi, size_t *off, size_t *len);
-
-/* One pass down a binomial tree rooted at call->root, over ranks relative to
- * the root: a rank receives its subtree's bytes from the rank that differs in
- * its lowest set bit, then sends each child subtree its bytes, largest first.
- * Empty ranges are not sent (both ends compute the same lengths). */
-static inline fr_status_t fr_binomial_pass(struct fr_comm *comm, const fr_call_t *call, char *buf,
-                                           fr_subtree_fn range, unsigned step)
-{
-    int n = comm->size, root = call->root, vr = (comm->rank - root + n) % n, mask = 1;
-    size_t off, len;
-    for (; mask < n; mask <<= 1) {
-        if (!(vr & mask)) continue;
-        range(call, n, vr, vr + mask, &off, &len);
-        if (len) FR_CHECK(fr_p2p_recv(comm, (vr - mask + root) % n, buf + off, len, step));
-        break;
-    }
-    fr_req_t rq[32];
-    int nr = 0;
-    for (mask >>= 1; mask > 0; mask >>= 1) {
-        if (vr + mask >= n) continue;
-        range(call, n, vr + mask, vr + 2 * mask, &off, &len);
-        if (!len) continue;
-        rq[nr] = (fr_req_t)FR_REQ_INIT;
-        FR_CHECK(fr_p2p_isend(comm, (vr + mask + root) % n, step, buf + off, len, &rq[nr]));
-        nr++;
-    }
-    return fr_p2p_wait(comm, rq, nr);
 }
 
 #endif

@@ -4,6 +4,7 @@
  * allgather (ring_pass.h, chunked) gives every rank every block. About twice
  * the message per rank instead of log2(n) times: suits large messages. */
 #include "alg_util.h"
+#include "binomial.h"
 #include "ring_pass.h"
 
 #define SAG_CHUNK_DEFAULT ((uint64_t)256 * 1024)
