@@ -1,8 +1,8 @@
 /* Small helpers shared by the point-to-point algorithms (header only, all
  * static inline): the check() functions, chunk sizes, the copy for nothing
  * to combine, an exchange with one peer and the ordered reduction. The
- * shared patterns have units of their own: fold.h, ring_pass.h and
- * binomial.h. */
+ * shared patterns have units of their own: fold.h, ring_pass.h, binomial.h
+ * and recursive_doubling.h. */
 #ifndef FR_ALG_UTIL_H
 #define FR_ALG_UTIL_H
 
