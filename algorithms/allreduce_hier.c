@@ -12,6 +12,8 @@
  * reductions with its transfers. */
 #include "alg_util.h"
 #include "copy.h"
+#include "recursive_doubling.h"
+#include "ring_pass.h"
 #include "shm.h"
 #include "shm_steps.h"
 
@@ -35,24 +37,23 @@ static int rank_at(const struct fr_comm *comm, int node, int local)
     return -1;
 }
 
-/* Recursive doubling across a power-of-two number of nodes: log2(nodes)
- * exchanges of the whole slice, the lower node's operand first, so both
- * ends of every exchange compute the same bits. */
+/* The rank map's rank() across the nodes: the rank of this rank's local
+ * index on node @p node. */
+static int node_rank(const void *comm, int node)
+{
+    const struct fr_comm *c = comm;
+    return rank_at(c, node, c->local_rank);
+}
+
+/* Recursive doubling across a power-of-two number of nodes, by node index
+ * (the lower node's operand first), among the ranks of this local index. */
 static fr_status_t across_rd(struct fr_comm *comm, const fr_call_t *call, char *buf, const char *src,
                              size_t count, unsigned tag)
 {
-    int n = comm->nnodes, me = comm->node, l = comm->local_rank;
-    size_t bytes = count * fr_dtype_size(call->dtype);
-    char *tmp = fr_comm_scratch(comm, bytes);
+    char *tmp = fr_comm_scratch(comm, count * fr_dtype_size(call->dtype));
     if (!tmp) return FR_ERR_NO_MEMORY;
-    const char *cur = src;
-    for (int mask = 1, t = 0; mask < n; mask <<= 1, t++) {
-        int p = me ^ mask;
-        FR_CHECK(fr_alg_xchg(comm, rank_at(comm, p, l), cur, bytes, tmp, bytes, tag + (unsigned)t));
-        fr_alg_reduce_ordered(buf, cur, tmp, p < me, count, call->dtype, call->op);
-        cur = buf;
-    }
-    return FR_SUCCESS;
+    fr_rank_map_t map = {.n = comm->nnodes, .me = comm->node, .rank = node_rank, .arg = comm};
+    return fr_rd_allreduce(comm, call, buf, src, count, tmp, &map, tag);
 }
 
 /* Whether a slice of @p count elements crosses the nodes by recursive

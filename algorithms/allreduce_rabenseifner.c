@@ -1,10 +1,11 @@
 /* Rabenseifner allreduce: a recursive-halving reduce-scatter (each round a
  * rank keeps half of its current range of blocks and sends the other half to
  * its partner) then a recursive-doubling allgather of the reduced blocks.
- * Non-power-of-two rank counts are folded first (alg_util.h). Each block's
+ * Non-power-of-two rank counts are folded first (fold.h). Each block's
  * final value is computed by one rank and then copied, so results are
  * bit-identical on every rank. Bandwidth-optimal for large messages. */
 #include "alg_util.h"
+#include "fold.h"
 
 #define RAB_STEP_FOLD   0
 #define RAB_STEP_FIRST  1     /* halving and doubling rounds use 1 .. 2*log2(p) */

@@ -1,14 +1,24 @@
 /* Recursive-doubling allreduce: log2(p) rounds of pairwise exchange of the
- * whole vector between ranks whose virtual ranks differ in one bit. With a
- * non-power-of-two rank count the extra ranks first fold their input onto a
- * partner and get the result back last (alg_util.h). Both ends of an
- * exchange reduce with the lower rank's operand first, so every rank ends
- * with the same bits. Suits small messages: latency log2(p), no chunking. */
+ * whole vector between ranks whose virtual ranks differ in one bit
+ * (recursive_doubling.h). With a non-power-of-two rank count the extra ranks
+ * first fold their input onto a partner and get the result back last
+ * (fold.h). Both ends of an exchange reduce with the lower rank's operand
+ * first, so every rank ends with the same bits. Suits small messages:
+ * latency log2(p), no chunking. */
 #include "alg_util.h"
+#include "fold.h"
+#include "recursive_doubling.h"
 
 #define RD_STEP_FOLD   0
 #define RD_STEP_FIRST  1      /* rounds use 1 .. log2(p) */
 #define RD_STEP_UNFOLD 64
+
+/* The rank map's rank(): the fold's virtual ranks, which keep the order of
+ * the ranks, so the lower position is the lower rank. */
+static int fold_rank(const void *f, int v)
+{
+    return fr_fold_rank(f, v);
+}
 
 static fr_status_t rd_run(fr_call_t *call, struct fr_comm *comm)
 {
@@ -23,14 +33,8 @@ static fr_status_t rd_run(fr_call_t *call, struct fr_comm *comm)
 
     FR_CHECK(fr_fold_in(comm, call, &f, tmp, &cur, RD_STEP_FOLD));
     if (f.vrank >= 0) {
-        unsigned step = RD_STEP_FIRST;
-        for (int mask = 1; mask < f.p; mask <<= 1, step++) {
-            int peer = fr_fold_rank(&f, f.vrank ^ mask);
-            FR_CHECK(fr_p2p_sendrecv(comm, peer, cur, call->bytes, peer, tmp, call->bytes, step));
-            fr_alg_reduce_ordered(call->recvbuf, cur, tmp, peer < comm->rank, call->count,
-                                  call->dtype, call->op);
-            cur = call->recvbuf;
-        }
+        fr_rank_map_t map = {.n = f.p, .me = f.vrank, .rank = fold_rank, .arg = &f};
+        FR_CHECK(fr_rd_allreduce(comm, call, call->recvbuf, cur, call->count, tmp, &map, RD_STEP_FIRST));
     }
     return fr_fold_out(comm, call, &f, RD_STEP_UNFOLD);
 }

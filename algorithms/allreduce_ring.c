@@ -4,6 +4,7 @@
  * ring once, by a single chain, and then copied to every rank, so results
  * are bit-identical on all ranks. */
 #include "alg_util.h"
+#include "ring_pass.h"
 
 #define RING_CHUNK_DEFAULT ((uint64_t)256 * 1024)
 

@@ -3,6 +3,7 @@
  * bit, then sends it to the ranks vr + 2^j below that bit, largest subtree
  * first. log2(n) rounds; suits small messages. */
 #include "alg_util.h"
+#include "binomial.h"
 
 #define BINOMIAL_STEP 0
 

@@ -1,9 +1,11 @@
 /* Scatter-allgather broadcast (van de Geijn): the message is cut into n
  * blocks (block i for the rank i places after the root); a binomial tree
  * scatters them, each rank receiving the blocks of its subtree, then a ring
- * allgather (alg_util.h, chunked) gives every rank every block. About twice
+ * allgather (ring_pass.h, chunked) gives every rank every block. About twice
  * the message per rank instead of log2(n) times: suits large messages. */
 #include "alg_util.h"
+#include "binomial.h"
+#include "ring_pass.h"
 
 #define SAG_CHUNK_DEFAULT ((uint64_t)256 * 1024)
 #define SAG_STEP_SCATTER  0
