@@ -44,7 +44,7 @@ typedef enum {
 typedef enum {
     FR_WHEN_CREATE,     /* at each fr_comm_create, into the communicator's snapshot */
     FR_WHEN_LOG,        /* once, when the logger starts (first fr_comm_create or NCCL plugin init) */
-    FR_WHEN_INTERPOSE,  /* once, at the first MPI_Allreduce or MPI_Bcast through libfastreduce-mpi.so */
+    FR_WHEN_INTERPOSE,  /* once, at the first FR_Allreduce or FR_Bcast (the interposer's MPI_* calls) */
     FR_WHEN_NCCL,       /* at a communicator's NCCL set-up (its first device-buffer call, or nccl_eager) */
 } fr_setting_when_t;
 

@@ -83,9 +83,8 @@ fr_status_t fr_comm_break(struct fr_comm *comm, fr_status_t st)
 
 void fr_rank_list(const int *ranks, int n, char *buf, size_t len)
 {
-    char rl[256];
-    fr_topo_ranges(ranks, n, rl, sizeof rl);
-    snprintf(buf, len, "rank%s %s", n > 1 ? "s" : "", rl);
+    int at = snprintf(buf, len, "rank%s ", n > 1 ? "s" : "");
+    if (at >= 0 && (size_t)at < len) fr_topo_ranges(ranks, n, buf + at, len - (size_t)at);
 }
 
 fr_status_t fr_wait_fail(struct fr_comm *comm, fr_status_t status, const char *how, const char *step,
