@@ -34,7 +34,8 @@ extern "C" {
 
 /** @cond FR_INTERNAL */
 /* What the library exports: it is built with -fvisibility=hidden, so
- * only the functions declared here with FR_API are in its symbol table. */
+ * only what is marked FR_API is in its symbol table (the functions
+ * declared here, and the interposer's and the NCCL plugin's entry points). */
 #if defined(__GNUC__) && __GNUC__ >= 4
 #define FR_API __attribute__((visibility("default")))
 #else

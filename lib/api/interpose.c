@@ -10,12 +10,13 @@
 #include <mpi.h>
 #include "fastreduce.h"
 
-int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+/* (FR_API: exported whatever mpi.h declares, as the library hides the rest) */
+FR_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
     return FR_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
-int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
+FR_API int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
     return FR_Bcast(buffer, count, datatype, root, comm);
 }

@@ -207,7 +207,6 @@ static frn_result_t init_v4(size_t nranks, size_t nnodes, frn_logger_t log, void
 
 /* Exported by libfastreduce.so (and by the project's programs, which link
  * the library statically): libnccl-tuner-fastreduce.so hands them to NCCL. */
-#define EXPORT __attribute__((visibility("default")))
-EXPORT const frn_tuner_v5_t ncclTunerPlugin_v5 = { "fastreduce", init_v5, get_coll_info, finish };
-EXPORT const frn_tuner_v4_t ncclTunerPlugin_v4 = { "fastreduce", init_v4, get_coll_info, finish };
-EXPORT const frn_tuner_v3_t ncclTunerPlugin_v3 = { "fastreduce", init_v4, get_coll_info_v3, finish };
+FR_API const frn_tuner_v5_t ncclTunerPlugin_v5 = { "fastreduce", init_v5, get_coll_info, finish };
+FR_API const frn_tuner_v4_t ncclTunerPlugin_v4 = { "fastreduce", init_v4, get_coll_info, finish };
+FR_API const frn_tuner_v3_t ncclTunerPlugin_v3 = { "fastreduce", init_v4, get_coll_info_v3, finish };

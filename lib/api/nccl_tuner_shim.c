@@ -15,7 +15,7 @@
 static frn_tuner_v5_t v5_here;
 static frn_tuner_v4_t v4_here;
 static frn_tuner_v3_t v3_here;
-#define EXPORT(name, local) extern __typeof__(local) name __attribute__((alias(#local), visibility("default")))
+#define EXPORT(name, local) FR_API extern __typeof__(local) name __attribute__((alias(#local)))
 EXPORT(ncclTunerPlugin_v5, v5_here);
 EXPORT(ncclTunerPlugin_v4, v4_here);
 EXPORT(ncclTunerPlugin_v3, v3_here);
