@@ -1,4 +1,5 @@
-/* Unit tests for lib/tune.c: the tuning-table parser, matcher and printer. */
+/* Unit tests for the tuning table (lib/select/: table.c, tune.c, table_file.c,
+ * tune_algo.c, tune_print.c): its parser, matcher and printer. */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdio.h>
