@@ -3,7 +3,8 @@
  * which candidates are still worth measuring at a size (the budget's
  * pruning), which candidate wins a size (a tie within noise goes to the
  * simpler one), the ranges of sizes with one winner, and the table and
- * CSV files written from them. fastreduce_tune.c does the measuring. */
+ * CSV files written from them. The other parts of fastreduce-tune
+ * (tuner.h) do the measuring. */
 #ifndef FR_TUNE_CHOOSE_H
 #define FR_TUNE_CHOOSE_H
 
