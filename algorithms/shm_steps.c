@@ -45,20 +45,38 @@ static fr_status_t copy_bg(struct fr_comm *comm, fr_copy_fn copy, char *dst, con
 #define ROTATE_BELOW     ((size_t)256 * 1024)
 #define ROTATE_ONE_BELOW ((size_t)512 * 1024)
 #define ROTATE_FROM      ((size_t)4096)
+/* The places a piece of @p bytes takes in turn: *step apart, as many as
+ * returned (1: it stays at the slot's start). */
+static size_t rotate_places(size_t bytes, size_t spare, size_t below, size_t *step)
+{
+    *step = (bytes + 4095) / 4096 * 4096;
+    if (bytes < ROTATE_FROM || bytes >= below) return 1;
+    if (spare > ROTATE_SPAN) spare = ROTATE_SPAN;
+    return spare / *step + 1;
+}
+
 static size_t rotate(uint64_t R, unsigned nbuf, size_t bytes, size_t spare, size_t below)
 {
-    size_t step = (bytes + 4095) / 4096 * 4096;
-    if (bytes < ROTATE_FROM || bytes >= below) return 0;
-    if (spare > ROTATE_SPAN) spare = ROTATE_SPAN;
-    return (size_t)(R / nbuf % (spare / step + 1)) * step;
+    size_t step, places = rotate_places(bytes, spare, below, &step);
+    return (size_t)(R / nbuf % places) * step;
+}
+
+/* How far into its slot a piece of @p bytes reaches at most, from @p head
+ * bytes past the slot's start: what fr_shm_ready maps before its first use. */
+static size_t rotate_reach(size_t head, size_t bytes, size_t spare, size_t below)
+{
+    size_t step, places = rotate_places(bytes, spare, below, &step);
+    return head + (places - 1) * step + bytes;
 }
 
 /* Where the buffers of allreduce round @p R start, for a chunk of @p n
- * elements of @p call. */
-static char *red_bufs(const fr_shm_t *s, const fr_call_t *call, uint64_t R, size_t n)
+ * elements of @p call (the pages chunks of this size reach mapped first). */
+static char *red_bufs(fr_shm_t *s, const fr_call_t *call, uint64_t R, size_t n)
 {
     const size_t bytes = n * fr_dtype_size(call->dtype);
     const size_t below = bytes == call->bytes ? ROTATE_ONE_BELOW : ROTATE_BELOW;
+    fr_shm_ready(s->red, s->red_slot, (size_t)FR_SHM_RED_NBUF * (size_t)s->lsize,
+                 rotate_reach(0, bytes, s->red_slot - bytes, below), &s->red_ready);
     return fr_shm_red(s, R) + rotate(R, FR_SHM_RED_NBUF, bytes, s->red_slot - bytes, below);
 }
 
@@ -184,10 +202,12 @@ fr_status_t fr_shm_bcast_chunk(struct fr_comm *comm, int root, char *data, size_
         at = fr_shm_slot_data(slot, n);
     } else {
         slot = ring_slot(s->bc, s->bc_slot, bcast_slots(n, total), &s->bc_n, s->bc_round, R, &free_at);
+        at = fr_shm_slot_data(slot, n);
+        fr_shm_ready(s->bc, s->bc_slot, FR_SHM_BCAST_NBUF,
+                     rotate_reach((size_t)(at - slot), n, fr_shm_bcast_max(s) - n, ROTATE_BELOW), &s->bc_ready);
         /* (rotated by this ring's own count of uses, which picked the slot:
          * R counts the other rings' chunks too) */
-        at = fr_shm_slot_data(slot, n) + rotate(s->bc_n - 1, FR_SHM_BCAST_NBUF, n, fr_shm_bcast_max(s) - n,
-                                                  ROTATE_BELOW);
+        at += rotate(s->bc_n - 1, FR_SHM_BCAST_NBUF, n, fr_shm_bcast_max(s) - n, ROTATE_BELOW);
     }
     if (s->lrank == root) {
         /* what the flags said last time often shows the slot free already,

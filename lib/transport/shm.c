@@ -324,6 +324,19 @@ static void populate(char *from, char *to)
     for (volatile char *p = from; p < to; p += 4096) (void)*p;
 }
 
+void fr_shm_ready(char *base, size_t stride, size_t nslots, size_t reach, size_t *ready)
+{
+    const uintptr_t page = 4096;
+    if (reach > stride) reach = stride;
+    if (reach <= *ready) return;
+    for (size_t k = 0; k < nslots; k++) {
+        uintptr_t from = (uintptr_t)(base + k * stride + *ready) & ~(page - 1);
+        uintptr_t to = ((uintptr_t)(base + k * stride + reach) + page - 1) & ~(page - 1);
+        populate((char *)from, (char *)to);
+    }
+    *ready = reach;
+}
+
 /* The flags and the rings of small messages are mapped at creation, so
  * that no small call takes a page fault; the large allreduce and bcast
  * buffers (most of the segment) are mapped by the first calls that use

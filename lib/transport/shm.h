@@ -73,10 +73,12 @@ typedef struct fr_shm {
     size_t         small_prev_stride; /* and the bytes from one rank's slot to the next */
     char          *red;       /* [FR_SHM_RED_NBUF][lsize][red_slot]: chunked large allreduce */
     size_t         red_slot;  /* bytes per rank per buffer */
+    size_t         red_ready; /* bytes of every red slot mapped so far (fr_shm_ready) */
     char          *bc;        /* [FR_SHM_BCAST_NBUF][bc_slot]: bcast ring (slots with a header) */
     uint64_t       bc_n;      /* large bcast chunks so far (the same on every local rank) */
     uint64_t       bc_round[FR_SHM_BCAST_NBUF]; /* the bcast round that last used each large slot */
     size_t         bc_slot;   /* bytes per bcast slot, header included */
+    size_t         bc_ready;  /* bytes of every bcast slot mapped so far (fr_shm_ready) */
     char          *bsmall;    /* [FR_SHM_BSMALL_NBUF][FR_SHM_BSMALL_SLOT]: the small bcast ring */
     uint64_t       bsmall_n;  /* small bcast chunks so far (the same on every local rank) */
     uint64_t       bsmall_round[FR_SHM_BSMALL_NBUF]; /* the bcast round that last used each small slot */
@@ -192,5 +194,13 @@ static inline char *fr_shm_red(const fr_shm_t *s, uint64_t R)
 {
     return s->red + (size_t)(R % FR_SHM_RED_NBUF) * (size_t)s->lsize * s->red_slot;
 }
+
+/* Map now, in this process, the first @p reach bytes of each of the
+ * @p nslots slots of @p stride bytes from @p base, past the *ready bytes
+ * already mapped (*ready grows to @p reach). The large areas are mapped
+ * only when a call first needs them; mapping what the calls of one size
+ * will reach at once costs less than a fault at each new page, and keeps
+ * those faults out of the calls that follow. */
+void fr_shm_ready(char *base, size_t stride, size_t nslots, size_t reach, size_t *ready);
 
 #endif
