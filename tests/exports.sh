@@ -40,7 +40,7 @@ check libfastreduce-mpi.so MPI_Allreduce MPI_Bcast
 check libnccl-tuner-fastreduce.so $plugin
 
 # The module alone (as NCCL in a program without fastreduce opens it) gives
-# the plugin of the libfastreduce.so it links: its name is "fastreduce".
+# the plugin of the libfastreduce.so beside it: its name is "fastreduce".
 name=$(python3 - "$libdir/libnccl-tuner-fastreduce.so" <<'EOF'
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_LOCAL)
@@ -49,6 +49,14 @@ print(v5.value.decode() if v5.value else "(none)")
 EOF
 )
 [ "$name" = fastreduce ] && ok || fail "the NCCL tuner module alone names its plugin '$name', not 'fastreduce'"
+
+# ... and does not link it: a program with its own copy of the library
+# must not get a second one through NCCL.
+if readelf -d "$libdir/libnccl-tuner-fastreduce.so" 2>/dev/null | grep -q 'NEEDED.*libfastreduce'; then
+    fail "libnccl-tuner-fastreduce.so links libfastreduce (a second copy in programs that have their own)"
+else
+    ok
+fi
 
 echo "exports: $passed passed, $failed failed"
 [ "$failed" = 0 ]
