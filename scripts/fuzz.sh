@@ -36,7 +36,7 @@ inc=(-I"$top/include" -I"$top/lib/core" -I"$top/topology" -I"$top/lib/transport"
 srcs=()
 for f in "$top"/lib/*/*.c "$top"/topology/*.c "$top"/algorithms/*.c; do
     case ${f#"$top"/} in
-        lib/api/interpose.c|lib/api/nccl_tuner.c) ;;   # programs, PMPI, plugin
+        lib/api/interpose.c|lib/api/nccl_tuner_shim.c) ;;   # the interposer and the NCCL module: libraries of their own
         *) srcs+=("$f") ;;
     esac
 done
