@@ -20,12 +20,13 @@
  *
  * The groups: @ref fr_version_group, @ref fr_status_group,
  * @ref fr_types_group, @ref fr_comm_group, @ref fr_coll_group,
- * @ref fr_device_group, @ref fr_mpi_group and @ref fr_query_group.
+ * @ref fr_request_group, @ref fr_device_group, @ref fr_mpi_group and @ref fr_query_group.
  */
 #ifndef FASTREDUCE_H
 #define FASTREDUCE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <mpi.h>
 
 #ifdef __cplusplus
@@ -95,6 +96,7 @@ typedef enum fr_status {
     FR_ERR_TIMED_OUT,         /**< a wait exceeded its bound */
     FR_ERR_INTERNAL,          /**< a bug in libfastreduce: please report it */
     FR_ERR_CUDA,              /**< a CUDA or NCCL call failed */
+    FR_ERR_PENDING,           /**< the communicator still has requests that have not completed */
     FR_STATUS_COUNT           /**< the number of status codes (not a status) */
 } fr_status_t;
 
@@ -228,9 +230,15 @@ FR_API fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, 
  * communicator's ranks: each rank's last collective on it completes
  * before any rank's resources go.
  *
+ * A communicator with requests that have not completed is refused with
+ * FR_ERR_PENDING (locally, before anything collective), and stays as it
+ * was: complete the requests with fr_wait() or fr_test() and destroy it
+ * again. Requests that completed stay valid for fr_wait() and fr_test().
+ *
  * @param comm a communicator, or NULL (nothing happens); a destroyed or
  *             unknown handle is refused with FR_ERR_BAD_COMM, never read
- * @return FR_SUCCESS, FR_ERR_BAD_COMM, FR_ERR_MPI or FR_ERR_TIMED_OUT
+ * @return FR_SUCCESS, FR_ERR_BAD_COMM, FR_ERR_PENDING, FR_ERR_MPI or
+ *         FR_ERR_TIMED_OUT
  */
 FR_API fr_status_t fr_comm_destroy(fr_comm_t comm);
 
@@ -288,6 +296,135 @@ FR_API fr_status_t fr_allreduce(const void *sendbuf, void *recvbuf, size_t count
  *         FR_ERR_ROOT, FR_ERR_INVALID_ARG, or a transport error.
  */
 FR_API fr_status_t fr_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm);
+/** @} */
+
+/**
+ * @defgroup fr_request_group Non-blocking and grouped collectives
+ * Calls that start a collective and return at once with a request, which
+ * fr_test(), fr_wait() and fr_waitall() complete, as MPI_Iallreduce and
+ * MPI_Wait do.
+ *
+ * The requests of one communicator run one after another in the order they
+ * were started, which must be the same on every rank (as MPI requires); a
+ * blocking call on the communicator runs after the requests started before
+ * it. Each request runs the algorithm the tuning table gives the blocking
+ * call of its arguments, with the same FASTREDUCE_TIMEOUT and
+ * FASTREDUCE_CHECK.
+ *
+ * Who runs them (FASTREDUCE_PROGRESS, docs/environment.md): by default a
+ * progress thread per communicator, made at its first request, which
+ * sleeps while nothing is queued; a caller that waits for a request the
+ * thread has not started runs it itself. The thread makes MPI calls only
+ * where MPI was initialised with MPI_THREAD_MULTIPLE; at a lower level, a
+ * request whose algorithm needs MPI (the MPI library's own collective,
+ * FASTREDUCE_CHECK, a transport's first set-up) waits for the caller's next
+ * fr_test(), fr_wait() or call on the communicator, and runs there.
+ * With FASTREDUCE_PROGRESS=caller there is no thread: requests run inside
+ * fr_test(), fr_wait() and the other calls on the communicator, in order,
+ * each to its end. Then fr_test() of a request runs every request before it
+ * and the request itself, and the program must complete the requests of
+ * different communicators in the same order on every rank, as it would
+ * call blocking collectives.
+ *
+ * From the start of a request until it completes, its buffers belong to
+ * the library: the program must not write them (nor read a receive buffer),
+ * and must not free them. The arrays of a grouped call (the pointers and
+ * counts) are copied at the start and may be reused at once.
+ *
+ * Device buffers are served as by fr_allreduce(): on the legacy default
+ * stream, and the request completes when the work issued on the GPU is
+ * done (fr_test() asks a CUDA event, without blocking).
+ * @{
+ */
+
+/** A request: an opaque number. A completed request's variable is set to
+ *  FR_REQUEST_NULL by the call that completed it. */
+typedef uint64_t fr_request_t;
+/** No request: fr_test() and fr_wait() on it return FR_SUCCESS at once, as MPI_REQUEST_NULL. */
+#define FR_REQUEST_NULL ((fr_request_t)0)
+
+/**
+ * Start fr_allreduce() of these arguments. Its arguments are checked now
+ * (the errors fr_allreduce() gives, returned at once with *req set to
+ * FR_REQUEST_NULL); what fails later, while it runs, is the request's
+ * status.
+ *
+ * @param sendbuf, recvbuf, count, dtype, op, comm as fr_allreduce()
+ * @param req  receives the request
+ * @return FR_SUCCESS when started, or an error as fr_allreduce()
+ */
+FR_API fr_status_t fr_iallreduce(const void *sendbuf, void *recvbuf, size_t count, fr_dtype_t dtype, fr_op_t op,
+                                 fr_comm_t comm, fr_request_t *req);
+
+/**
+ * Start fr_bcast() of these arguments, as fr_iallreduce().
+ * @param buf, count, dtype, root, comm as fr_bcast()
+ * @param req  receives the request
+ * @return FR_SUCCESS when started, or an error as fr_bcast()
+ */
+FR_API fr_status_t fr_ibcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm,
+                             fr_request_t *req);
+
+/**
+ * Allreduce @p n buffers of one datatype and op in one call, as Horovod's
+ * tensor fusion does: consecutive buffers are packed into a fusion buffer
+ * of at most FASTREDUCE_FUSION_BYTES (docs/environment.md), each fusion
+ * buffer is reduced as one message with the table's choice for its size,
+ * and the results are copied out. A buffer larger than that goes alone,
+ * without a copy. The result is that of one fr_allreduce() per buffer.
+ * Device buffers are reduced one call per buffer.
+ *
+ * @param sendbufs the inputs: NULL for all in place, else an array of @p n
+ *                 where FR_IN_PLACE or recvbufs[i] means buffer i in place
+ * @param recvbufs the @p n outputs
+ * @param counts   the @p n element counts (the same on every rank; 0 allowed)
+ * @param n        the number of buffers (the same on every rank; 0 allowed)
+ * @param dtype, op, comm as fr_allreduce(); all buffers host or all device
+ * @return as fr_allreduce()
+ */
+FR_API fr_status_t fr_allreduce_group(const void *const *sendbufs, void *const *recvbufs, const size_t *counts,
+                                      size_t n, fr_dtype_t dtype, fr_op_t op, fr_comm_t comm);
+
+/**
+ * Start fr_allreduce_group(), as fr_iallreduce().
+ * @param sendbufs, recvbufs, counts, n, dtype, op, comm as fr_allreduce_group()
+ * @param req  receives the request
+ * @return FR_SUCCESS when started, or an error as fr_allreduce_group()
+ */
+FR_API fr_status_t fr_iallreduce_group(const void *const *sendbufs, void *const *recvbufs, const size_t *counts,
+                                       size_t n, fr_dtype_t dtype, fr_op_t op, fr_comm_t comm, fr_request_t *req);
+
+/**
+ * Whether a request has completed, without waiting for it (but see
+ * FASTREDUCE_PROGRESS=caller above). When it has, *done is 1, *req becomes
+ * FR_REQUEST_NULL and the request's own status is returned (its detail in
+ * fr_last_error()); when not, *done is 0 and FR_SUCCESS is returned.
+ *
+ * @param req  the request (FR_REQUEST_NULL: *done is 1 at once)
+ * @param done receives 1 or 0
+ * @return the request's status once done; FR_ERR_NULL_POINTER; or
+ *         FR_ERR_INVALID_ARG for a handle that is not a pending request
+ *         (completed already, or never made), with *done 0
+ */
+FR_API fr_status_t fr_test(fr_request_t *req, int *done);
+
+/**
+ * Wait for a request to complete; *req becomes FR_REQUEST_NULL.
+ * @param req the request (FR_REQUEST_NULL: returns at once)
+ * @return the request's status (its detail in fr_last_error()), or
+ *         FR_ERR_NULL_POINTER / FR_ERR_INVALID_ARG as fr_test()
+ */
+FR_API fr_status_t fr_wait(fr_request_t *req);
+
+/**
+ * Wait for @p n requests; each becomes FR_REQUEST_NULL.
+ * @param n        the number of requests
+ * @param reqs     the requests (FR_REQUEST_NULL entries are skipped)
+ * @param statuses NULL, or an array of @p n that receives each request's status
+ * @return FR_SUCCESS when all succeeded, else the first failed one's status
+ *         (the detail in fr_last_error())
+ */
+FR_API fr_status_t fr_waitall(size_t n, fr_request_t *reqs, fr_status_t *statuses);
 /** @} */
 
 /**

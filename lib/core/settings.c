@@ -15,6 +15,7 @@
 static const char *const debug_words[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
 const char *const fr_bind_words[] = {"auto", "none", "core", "numa", "gpu", NULL};
 static const char *const nccl_tuner_words[] = {"auto", "0", "1", NULL};
+static const char *const progress_words[] = {"thread", "caller", NULL};
 
 const fr_setting_t fr_settings[FR_S_COUNT] = {
     [FR_S_ALGO] = {"FASTREDUCE_ALGO", "", FR_SET_STRING, F(algo), NULL, 0, FR_WHEN_CREATE, FR_SUB_INIT,
@@ -61,6 +62,14 @@ const fr_setting_t fr_settings[FR_S_COUNT] = {
      "how a rank writes data for the node's other ranks: auto (plain stores, streaming ones while plain "
      "ones are measured slow: ranks on different dies or sockets), auto:R (slow: R times a streaming copy; "
      "auto is auto:2), 0 (plain), 1 (streaming)"},
+    [FR_S_PROGRESS] = {"FASTREDUCE_PROGRESS", "thread", FR_SET_ENUM, F(progress), progress_words, FR_SETF_NOCASE | FR_SETF_RANK0,
+     FR_WHEN_CREATE, FR_SUB_COLL,
+     "who runs non-blocking requests: thread (a progress thread per communicator, made at its first request, "
+     "sleeping while none is queued) or caller (fr_test, fr_wait and the communicator's other calls run them)"},
+    [FR_S_FUSION_BYTES] = {"FASTREDUCE_FUSION_BYTES", "64M", FR_SET_SIZE, F(fusion_bytes), NULL, FR_SETF_RANK0,
+     FR_WHEN_CREATE, FR_SUB_COLL,
+     "grouped allreduce: consecutive buffers are packed into fusion buffers of at most this many bytes, each "
+     "reduced as one message; 0 reduces every buffer on its own"},
     [FR_S_DISABLE] = {"FASTREDUCE_DISABLE", "0", FR_SET_INT, F(disable), NULL, 0, FR_WHEN_INTERPOSE, FR_SUB_INIT,
      "1: FR_Allreduce and FR_Bcast (and so MPI_Allreduce and MPI_Bcast under libfastreduce-mpi.so) pass every "
      "call to the MPI library unchanged"},

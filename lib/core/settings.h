@@ -21,7 +21,7 @@ typedef enum {
     FR_S_ALGO, FR_S_TUNE, FR_S_TUNE_FILE, FR_S_TUNE_PATH,
     FR_S_DEBUG, FR_S_DEBUG_SUBSYS, FR_S_DEBUG_FILE,
     FR_S_NODE_SIZE, FR_S_HOSTID, FR_S_SPIN, FR_S_BIND, FR_S_REPORT_BINDINGS, FR_S_TOPO_XML,
-    FR_S_TIMEOUT, FR_S_CHECK, FR_S_SHM_SIZE, FR_S_SHM_STREAM,
+    FR_S_TIMEOUT, FR_S_CHECK, FR_S_SHM_SIZE, FR_S_SHM_STREAM, FR_S_PROGRESS, FR_S_FUSION_BYTES,
     FR_S_DISABLE, FR_S_STATS, FR_S_NCCL_TUNER,
     FR_S_COUNT
 } fr_setting_id_t;
@@ -60,6 +60,8 @@ typedef enum {
 typedef enum { FR_STREAM_AUTO = 0, FR_STREAM_PLAIN, FR_STREAM_STREAMING } fr_stream_mode_t;
 /* The values of FASTREDUCE_NCCL_TUNER, in fr_nccl_tuner_words' order. */
 typedef enum { FR_NCCL_TUNER_AUTO = 0, FR_NCCL_TUNER_OFF, FR_NCCL_TUNER_ON } fr_nccl_tuner_mode_t;
+/* The values of FASTREDUCE_PROGRESS, in fr_progress_words' order. */
+typedef enum { FR_PROGRESS_THREAD = 0, FR_PROGRESS_CALLER } fr_progress_mode_t;
 /* The values of FASTREDUCE_BIND, in fr_bind_words' order. */
 typedef enum { FR_BIND_AUTO = 0, FR_BIND_NONE, FR_BIND_CORE, FR_BIND_NUMA, FR_BIND_GPU } fr_bind_mode_t;
 /* FASTREDUCE_SHM_STREAM's auto ratio when auto:R does not give one. */
@@ -82,6 +84,8 @@ typedef struct fr_settings {
     uint64_t shm_size;
     int      shm_stream;        /* fr_stream_mode_t */
     double   shm_slow;          /* auto:R's R (FR_SHM_SLOW otherwise); follows shm_stream */
+    int      progress;          /* fr_progress_mode_t */
+    uint64_t fusion_bytes;
     long     disable, stats;
     int      nccl_tuner;        /* fr_nccl_tuner_mode_t */
     unsigned char src[FR_S_COUNT];  /* fr_setting_src_t of each */

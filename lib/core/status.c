@@ -23,6 +23,7 @@ static const char *const status_text[FR_STATUS_COUNT] = {
     [FR_ERR_TIMED_OUT]       = "FR_ERR_TIMED_OUT: wait timed out",
     [FR_ERR_INTERNAL]        = "FR_ERR_INTERNAL: internal error (please report)",
     [FR_ERR_CUDA]            = "FR_ERR_CUDA: CUDA or NCCL call failed",
+    [FR_ERR_PENDING]         = "FR_ERR_PENDING: requests still pending",
 };
 
 const char *fr_strerror(fr_status_t st)

@@ -25,7 +25,7 @@ __all__ = ["Comm", "FastReduceError", "ArgumentError", "SUM", "PROD", "MIN", "MA
 _STATUS = ["FR_SUCCESS", "FR_ERR_INVALID_ARG", "FR_ERR_NULL_POINTER", "FR_ERR_COUNT", "FR_ERR_ROOT",
            "FR_ERR_UNSUPPORTED_OP", "FR_ERR_BAD_COMM", "FR_ERR_NOT_SUPPORTED", "FR_ERR_NO_MEMORY", "FR_ERR_MPI",
            "FR_ERR_UCX", "FR_ERR_SYSTEM", "FR_ERR_NOT_INITIALIZED", "FR_ERR_CONFIG", "FR_ERR_MISMATCH",
-           "FR_ERR_TIMED_OUT", "FR_ERR_INTERNAL", "FR_ERR_CUDA"]
+           "FR_ERR_TIMED_OUT", "FR_ERR_INTERNAL", "FR_ERR_CUDA", "FR_ERR_PENDING"]
 _ARG_ERRORS = {1, 2, 3, 4, 5}
 _IN_PLACE = 1   # FR_IN_PLACE   # the caller's arguments: ArgumentError (a ValueError)
 
