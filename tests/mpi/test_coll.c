@@ -75,26 +75,6 @@ static void note_choice(comm_ent_t *ce, const char *alg, size_t count)
     }
 }
 
-static void check_guards(const char *what, const unsigned char *p, size_t nb)
-{
-    long where = 0;
-    if (!tu_guard_ok(p, nb, &where))
-        tu_fail("%s guard byte written at offset %ld (buffer is %zu bytes): 0x%02x", what, where, nb,
-                p[where]);
-}
-
-static void check_equal(const char *what, const unsigned char *got, const unsigned char *exp,
-                        size_t count, fr_dtype_t dt)
-{
-    size_t nbad, i = tu_first_diff(got, exp, count, tu_dtype_sizes[dt], &nbad);
-    if (i == count) return;
-    char g[96], e[96];
-    tu_format_elem(g, sizeof g, got, i, dt);
-    tu_format_elem(e, sizeof e, exp, i, dt);
-    tu_fail("%s: first bad index %zu: got %s expected %s (%zu of %zu elements wrong)", what, i, g, e,
-            nbad, count);
-}
-
 static void test_allreduce_one(comm_ent_t *ce, fr_dtype_t dt, fr_op_t op, size_t count, int inplace,
                                const unsigned char *input, const unsigned char *expect,
                                unsigned char *sbuf, unsigned char *rbuf)
@@ -277,13 +257,6 @@ static void test_random(fr_dtype_t dt, size_t count)
 }
 
 /* ---- broadcast ----------------------------------------------------------- */
-
-static void fill_pattern(unsigned char *p, size_t nb, uint64_t salt)
-{
-    size_t j = 0;
-    for (; j + 8 <= nb; j += 8) { uint64_t w = tu_hash3(salt, j, 5); memcpy(p + j, &w, 8); }
-    if (j < nb) { uint64_t w = tu_hash3(salt, j, 5); memcpy(p + j, &w, nb - j); }
-}
 
 static void test_bcast_case(fr_dtype_t dt, size_t count)
 {
