@@ -30,7 +30,7 @@ QUICK=${FASTREDUCE_TEST_QUICK:-0}
 [ "$QUICK" = 0 ] && QUICK=
 EXTRA=${FR_MPIEXEC_FLAGS:-}
 
-for p in test_coll test_args test_select test_setup test_bind test_fakedev test_fault test_kill test_threads soak mpi_program mpi_program_linked skip_program; do
+for p in test_coll test_args test_select test_setup test_bind test_fakedev test_fault test_kill test_threads test_requests soak mpi_program mpi_program_linked skip_program; do
     if [ ! -x "$BIN/$p" ]; then
         echo "run_mpi.sh: $BIN/$p not found (build with make check, or set top_builddir)" >&2
         exit 99
@@ -286,6 +286,26 @@ run_one 2 "" soak --short
 for np in 2 3; do
     run_one "$np" "FASTREDUCE_SPIN=20" test_threads
 done
+# Non-blocking and grouped collectives (mpi/test_requests.c): every host
+# algorithm forced with many requests in flight, grouped allreduces at three
+# fusion sizes, threads with requests on communicators of their own; at np 1
+# to 6 with the progress thread and with FASTREDUCE_PROGRESS=caller, then at
+# the thread levels below multiple (where the thread leaves a request that
+# calls MPI to the caller).
+# (caller at fewer rank counts: MPICH's spinning ranks make each launch slow)
+for np in 1 2 3 4 5 6; do
+    run_one "$np" "FASTREDUCE_PROGRESS=thread" test_requests
+done
+for np in 1 2 3 5; do
+    run_one "$np" "FASTREDUCE_PROGRESS=caller" test_requests
+done
+for lv in single funneled serialized; do
+    run_one 3 "FASTREDUCE_PROGRESS=thread" test_requests --thread-level $lv
+    run_one 2 "FASTREDUCE_PROGRESS=caller" test_requests --thread-level $lv
+done
+# FASTREDUCE_CHECK's agreement is an MPI call: below multiple the thread
+# leaves every request to the caller
+run_one 3 "FASTREDUCE_PROGRESS=thread FASTREDUCE_CHECK=1" test_requests --quick --thread-level funneled
 # Ranks that do not call alike: FASTREDUCE_CHECK mismatches, and a rank
 # skipping a collective under FASTREDUCE_TIMEOUT with every algorithm
 # (also with our UCX on TCP sockets, where a peer's gone endpoint shows)
