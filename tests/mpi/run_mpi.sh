@@ -30,7 +30,7 @@ QUICK=${FASTREDUCE_TEST_QUICK:-0}
 [ "$QUICK" = 0 ] && QUICK=
 EXTRA=${FR_MPIEXEC_FLAGS:-}
 
-for p in test_coll test_args test_select test_setup test_bind test_fakedev test_fault test_kill test_threads test_requests soak mpi_program mpi_program_linked skip_program; do
+for p in test_coll test_args test_select test_setup test_bind test_fakedev test_fault test_kill test_threads test_requests test_reqfault soak mpi_program mpi_program_linked skip_program; do
     if [ ! -x "$BIN/$p" ]; then
         echo "run_mpi.sh: $BIN/$p not found (build with make check, or set top_builddir)" >&2
         exit 99
@@ -306,6 +306,12 @@ done
 # FASTREDUCE_CHECK's agreement is an MPI call: below multiple the thread
 # leaves every request to the caller
 run_one 3 "FASTREDUCE_PROGRESS=thread FASTREDUCE_CHECK=1" test_requests --quick --thread-level funneled
+# Requests misused (mpi/test_reqfault.c): stale and invented handles, bad
+# arguments, FR_ERR_PENDING, FASTREDUCE_CHECK, a rank skipping a request
+# under FASTREDUCE_TIMEOUT.
+for np in 1 2 3; do
+    for p in thread caller; do run_one "$np" "FASTREDUCE_PROGRESS=$p" test_reqfault; done
+done
 # Ranks that do not call alike: FASTREDUCE_CHECK mismatches, and a rank
 # skipping a collective under FASTREDUCE_TIMEOUT with every algorithm
 # (also with our UCX on TCP sockets, where a peer's gone endpoint shows)

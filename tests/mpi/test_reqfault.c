@@ -1,0 +1,405 @@
+/* test_reqfault: requests misused, and a rank that skips one.
+ *
+ *  1. handles: FR_REQUEST_NULL completes at once (done 1); a stale copy of
+ *     a completed handle (also once its slot serves a newer request), a
+ *     handle never issued and another generation of a live one are refused
+ *     with FR_ERR_INVALID_ARG and a message, leaving live requests alone;
+ *     fr_waitall completes the valid ones around a stale one; NULL
+ *     pointers give FR_ERR_NULL_POINTER;
+ *  2. bad arguments to the starting calls fail at once with the blocking
+ *     call's error, a message, and *req == FR_REQUEST_NULL; the
+ *     communicator goes on;
+ *  3. fr_comm_destroy with a request not complete returns FR_ERR_PENDING
+ *     and the communicator still works; once it is complete, destroy
+ *     succeeds; a request completed but not yet waited for stays valid
+ *     after its communicator is destroyed;
+ *  4. FASTREDUCE_CHECK=1: a request whose count differs on one rank fails
+ *     with FR_ERR_MISMATCH on every rank, the requests around it succeed;
+ *  5. FASTREDUCE_TIMEOUT: rank 1 does not start the 3rd request; the other
+ *     ranks' fails with FR_ERR_TIMED_OUT (or FR_ERR_UCX) within the timeout
+ *     + 2 s, fr_last_error() naming "request 3", through fr_wait and
+ *     through fr_waitall's statuses; later calls there say the communicator
+ *     is unusable; rank 1's late request comes back; destroy works.
+ * Runs under FASTREDUCE_PROGRESS=thread or caller (the launcher runs both).
+ *
+ * Usage: test_reqfault [--timeout SECONDS]   (default 2)
+ */
+#include "requests.h"
+
+static int np, me, caller;
+static double tmo = 2.0;
+
+static int contains(const char *s, const char *sub) { return s && strstr(s, sub) != NULL; }
+
+/* Complete @p o by fr_wait and check it. */
+static void wait_ok(rq_op_t *o, const char *what)
+{
+    char why[600];
+    o->st = fr_wait(&o->req);
+    TU_CHECK(o->req == FR_REQUEST_NULL, "%s: fr_wait left the request not NULL", what);
+    TU_CHECK(rq_ok(o, why, sizeof why), "%s: %s", what, why);
+}
+
+/* @p h, not a pending request, is refused by fr_wait and fr_test with
+ * FR_ERR_INVALID_ARG, a message and done 0. */
+static void refused(fr_request_t h, const char *what)
+{
+    fr_request_t r = h;
+    int done = -1;
+    fr_status_t st = fr_wait(&r);
+    TU_CHECK(st == FR_ERR_INVALID_ARG && *fr_last_error(), "fr_wait of %s: %s", what, tu_status(st));
+    r = h;
+    st = fr_test(&r, &done);
+    TU_CHECK(st == FR_ERR_INVALID_ARG && done == 0 && *fr_last_error(), "fr_test of %s: %s, done %d", what,
+             tu_status(st), done);
+}
+
+/* ---- 1. handles ------------------------------------------------------------- */
+
+static void test_null_and_stale(fr_comm_t c)
+{
+    fr_request_t r = FR_REQUEST_NULL, two[2] = { FR_REQUEST_NULL, FR_REQUEST_NULL };
+    int done = -1;
+    tu_begin("FR_REQUEST_NULL: fr_test, fr_wait and fr_waitall succeed at once");
+    fr_status_t st = fr_test(&r, &done);
+    TU_CHECK(st == FR_SUCCESS && done == 1, "fr_test: %s, done %d", tu_status(st), done);
+    st = fr_wait(&r);
+    TU_CHECK(st == FR_SUCCESS && r == FR_REQUEST_NULL, "fr_wait: %s", tu_status(st));
+    fr_status_t sts[2] = { FR_ERR_INTERNAL, FR_ERR_INTERNAL };
+    st = fr_waitall(2, two, sts);
+    TU_CHECK(st == FR_SUCCESS && sts[0] == FR_SUCCESS && sts[1] == FR_SUCCESS, "fr_waitall: %s", tu_status(st));
+    st = fr_waitall(0, NULL, NULL);
+    TU_CHECK(st == FR_SUCCESS, "fr_waitall of none: %s", tu_status(st));
+
+    rq_op_t a, b;
+    tu_begin("a stale copy of a completed handle is refused, also once a newer request is pending");
+    rq_allreduce(&a, FR_INT32, FR_SUM, 1027, 0, 0xA);
+    TU_CHECK(rq_start(&a, c), "fr_iallreduce: %s", tu_status(a.st));
+    fr_request_t stale = a.req;
+    wait_ok(&a, "the request");
+    refused(stale, "a completed request's copy");
+    rq_allreduce(&b, FR_FLOAT64, FR_MAX, 333, 1, 0xB);
+    TU_CHECK(rq_start(&b, c), "fr_iallreduce: %s", tu_status(b.st));
+    refused(stale, "a completed request's copy, a newer one pending");
+    tu_begin("never-issued handles are refused: 12345, ~0, another generation of a live one");
+    refused(12345, "12345");
+    refused(~(fr_request_t)0, "~0");
+    refused(b.req ^ ((fr_request_t)1 << 40), "a live handle of another generation");
+    tu_begin("the live request after the refusals completes");
+    wait_ok(&b, "the live request");
+    rq_free(&a);
+    rq_free(&b);
+}
+
+/* fr_waitall over two live requests and a stale handle between them: the
+ * stale one refused in its status and the return, the others completed. */
+static void test_waitall_stale(fr_comm_t c)
+{
+    rq_op_t ops[2];
+    char why[600];
+    tu_begin("fr_waitall of [live, stale, live]: the live ones complete, the stale one is refused");
+    rq_bcast(&ops[0], FR_INT8, 100, np - 1, 0x51);
+    rq_allreduce(&ops[1], FR_UINT64, FR_PROD, 77, 1, 0x52);
+    TU_CHECK(rq_start(&ops[0], c) && rq_start(&ops[1], c), "start: %s / %s", tu_status(ops[0].st),
+             tu_status(ops[1].st));
+    fr_request_t reqs[3] = { ops[1].req, 12345, ops[0].req };
+    fr_status_t sts[3];
+    fr_status_t st = fr_waitall(3, reqs, sts);
+    TU_CHECK(st == FR_ERR_INVALID_ARG && *fr_last_error(), "fr_waitall returned %s", tu_status(st));
+    TU_CHECK(sts[0] == FR_SUCCESS && sts[1] == FR_ERR_INVALID_ARG && sts[2] == FR_SUCCESS,
+             "statuses %d %d %d", (int)sts[0], (int)sts[1], (int)sts[2]);
+    TU_CHECK(reqs[0] == FR_REQUEST_NULL && reqs[2] == FR_REQUEST_NULL, "a completed request is not NULL");
+    ops[1].st = sts[0];
+    ops[0].st = sts[2];
+    for (int j = 0; j < 2; j++) {
+        TU_CHECK(rq_ok(&ops[j], why, sizeof why), "%s", why);
+        rq_free(&ops[j]);
+    }
+}
+
+/* NULL where a pointer is required: FR_ERR_NULL_POINTER, nothing started. */
+static void test_null_pointers(fr_comm_t c)
+{
+    fr_request_t r = FR_REQUEST_NULL;
+    int done = 0, x = 0;
+    void *rb[1] = { &x };
+    size_t one = 1;
+    tu_begin("NULL pointers: FR_ERR_NULL_POINTER");
+    fr_status_t s[7] = {
+        fr_wait(NULL), fr_test(NULL, &done), fr_test(&r, NULL), fr_waitall(2, NULL, NULL),
+        fr_iallreduce(FR_IN_PLACE, &x, 1, FR_INT32, FR_SUM, c, NULL), fr_ibcast(&x, 1, FR_INT32, 0, c, NULL),
+        fr_iallreduce_group(NULL, rb, &one, 1, FR_INT32, FR_SUM, c, NULL),
+    };
+    for (int i = 0; i < 7; i++) TU_CHECK(s[i] == FR_ERR_NULL_POINTER, "call %d returned %s", i, tu_status(s[i]));
+}
+
+/* ---- 2. bad arguments -------------------------------------------------------- */
+
+/* A start that must fail with @p want, leaving *req NULL (it was not). */
+static void start_refused(fr_status_t st, fr_request_t r, fr_status_t want, const char *what)
+{
+    TU_CHECK(st == want && *fr_last_error(), "%s: %s, want %s", what, tu_status(st), fr_strerror(want));
+    TU_CHECK(r == FR_REQUEST_NULL, "%s: *req is %#llx, not FR_REQUEST_NULL", what, (unsigned long long)r);
+}
+
+/* (the call sets r before it is read: a sequence point between them) */
+#define REFUSE(want, what, call) do { r = 777; fr_status_t st_ = (call); start_refused(st_, r, want, what); } while (0)
+
+static void test_bad_args(fr_comm_t c)
+{
+    fr_request_t r;
+    int32_t buf[64] = { 0 };
+    void *rbufs[3] = { buf, NULL, buf + 32 };
+    const void *sbufs[3] = { FR_IN_PLACE, FR_IN_PLACE, buf + 8 };
+    size_t cnt[3] = { 4, 4, 4 };
+    tu_begin("bad arguments: the start fails at once, *req FR_REQUEST_NULL");
+    REFUSE(FR_ERR_INVALID_ARG, "iallreduce dtype", fr_iallreduce(FR_IN_PLACE, buf, 4, FR_DTYPE_COUNT, FR_SUM, c, &r));
+    REFUSE(FR_ERR_INVALID_ARG, "iallreduce op", fr_iallreduce(FR_IN_PLACE, buf, 4, FR_INT32, FR_OP_COUNT, c, &r));
+    REFUSE(FR_ERR_NULL_POINTER, "iallreduce recvbuf NULL", fr_iallreduce(buf, NULL, 4, FR_INT32, FR_SUM, c, &r));
+    REFUSE(FR_ERR_NULL_POINTER, "iallreduce sendbuf NULL", fr_iallreduce(NULL, buf, 4, FR_INT32, FR_SUM, c, &r));
+    REFUSE(FR_ERR_INVALID_ARG, "iallreduce overlap", fr_iallreduce(buf, buf + 1, 4, FR_INT32, FR_SUM, c, &r));
+    REFUSE(FR_ERR_BAD_COMM, "iallreduce comm NULL", fr_iallreduce(FR_IN_PLACE, buf, 4, FR_INT32, FR_SUM, NULL, &r));
+    REFUSE(FR_ERR_ROOT, "ibcast root np", fr_ibcast(buf, 4, FR_INT32, np, c, &r));
+    REFUSE(FR_ERR_ROOT, "ibcast root -1", fr_ibcast(buf, 4, FR_INT32, -1, c, &r));
+    REFUSE(FR_ERR_NULL_POINTER, "ibcast buf NULL", fr_ibcast(NULL, 4, FR_INT32, 0, c, &r));
+    REFUSE(FR_ERR_INVALID_ARG, "ibcast dtype", fr_ibcast(buf, 4, (fr_dtype_t)-1, 0, c, &r));
+    REFUSE(FR_ERR_NULL_POINTER, "group recvbufs NULL", fr_iallreduce_group(NULL, NULL, cnt, 3, FR_INT32, FR_SUM, c, &r));
+    REFUSE(FR_ERR_NULL_POINTER, "group counts NULL", fr_iallreduce_group(NULL, rbufs, NULL, 3, FR_INT32, FR_SUM, c, &r));
+    REFUSE(FR_ERR_NULL_POINTER, "group buffer 1 NULL", fr_iallreduce_group(sbufs, rbufs, cnt, 3, FR_INT32, FR_SUM, c, &r));
+    rbufs[1] = buf + 16;
+    REFUSE(FR_ERR_INVALID_ARG, "group dtype", fr_iallreduce_group(sbufs, rbufs, cnt, 3, FR_DTYPE_COUNT, FR_SUM, c, &r));
+    REFUSE(FR_ERR_INVALID_ARG, "group op", fr_iallreduce_group(sbufs, rbufs, cnt, 3, FR_INT32, FR_OP_COUNT, c, &r));
+    fr_status_t st = fr_allreduce_group(NULL, NULL, cnt, 3, FR_INT32, FR_SUM, c);
+    TU_CHECK(st == FR_ERR_NULL_POINTER, "fr_allreduce_group, recvbufs NULL: %s", tu_status(st));
+    /* every rank refused alike and locally: the communicator goes on */
+    tu_begin("after the refusals a request on the communicator completes");
+    rq_op_t o;
+    rq_allreduce(&o, FR_INT32, FR_SUM, 1000, 1, 0xBAD);
+    TU_CHECK(rq_start(&o, c), "fr_iallreduce: %s", tu_status(o.st));
+    wait_ok(&o, "the request");
+    rq_free(&o);
+}
+
+/* ---- 3. fr_comm_destroy and requests; 4. FASTREDUCE_CHECK ---------------- */
+
+/* A request that cannot have completed: the last rank starts its part only
+ * after the others' fr_comm_destroy (with caller progress nothing runs it
+ * before a call, so every rank's is pending). Destroy refuses; the
+ * communicator goes on; with the request complete, destroy succeeds. */
+static void test_destroy_pending(void)
+{
+    fr_comm_t c = rq_make_comm(NULL, MPI_COMM_WORLD);
+    if (!tu_all(c != NULL)) return;
+    rq_op_t o, b;
+    /* (a lone rank's progress thread may finish its request at once: no rank is sure) */
+    int last = me == np - 1, sure = caller || !last;   /* whose request is surely pending */
+    rq_allreduce(&o, FR_FLOAT32, FR_SUM, 5000, 0, 0xDE);
+    rq_bcast(&b, FR_INT8, 3001, 0, 0xDF);
+    tu_begin("fr_comm_destroy with a request pending: FR_ERR_PENDING%s",
+             caller ? "" : " (the last rank's request is started after it)");
+    if (sure) {
+        TU_CHECK(rq_start(&o, c), "fr_iallreduce: %s", tu_status(o.st));
+        fr_status_t st = fr_comm_destroy(c);
+        TU_CHECK(st == FR_ERR_PENDING && contains(fr_last_error(), "request"), "fr_comm_destroy: %s", tu_status(st));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (!sure) TU_CHECK(rq_start(&o, c), "fr_iallreduce: %s", tu_status(o.st));
+    tu_begin("after FR_ERR_PENDING the communicator works: a blocking bcast, then the request");
+    rq_blocking(&b, c);
+    char why[600];
+    TU_CHECK(rq_ok(&b, why, sizeof why), "the blocking bcast: %s", why);
+    int done = 0;
+    o.st = fr_test(&o.req, &done);   /* (started before the blocking call: done) */
+    TU_CHECK(done == 1, "the request started before the blocking call is not done");
+    if (!done) o.st = fr_wait(&o.req);
+    TU_CHECK(rq_ok(&o, why, sizeof why), "the request: %s", why);
+    rq_destroy_comm(c, "default, once the request is complete");
+    rq_free(&o);
+    rq_free(&b);
+}
+
+/* Requests that completed (those before a waited one) but were not waited
+ * for stay valid after fr_comm_destroy: fr_test and fr_wait give their
+ * status, once; a copy is refused after. */
+static void test_done_after_destroy(void)
+{
+    fr_comm_t c = rq_make_comm("allreduce=ring", MPI_COMM_WORLD);
+    if (!tu_all(c != NULL)) return;
+    rq_op_t ops[3];
+    char why[600];
+    tu_begin("requests completed but not waited for, then fr_comm_destroy: it succeeds");
+    rq_allreduce(&ops[0], FR_INT64, FR_SUM, 4099, 0, 0xD0);
+    rq_bcast(&ops[1], FR_FLOAT16, 17, np / 2, 0xD1);
+    rq_allreduce(&ops[2], FR_FLOAT32, FR_MIN, 10, 1, 0xD2);
+    for (int j = 0; j < 3; j++) TU_CHECK(rq_start(&ops[j], c), "start %d: %s", j, tu_status(ops[j].st));
+    fr_request_t copy = ops[0].req;
+    wait_ok(&ops[2], "the last request");
+    fr_status_t st = fr_comm_destroy(c);
+    TU_CHECK(st == FR_SUCCESS, "fr_comm_destroy: %s", tu_status(st));
+    tu_begin("after fr_comm_destroy: fr_test and fr_wait of the completed requests, then a copy refused");
+    int done = 0;
+    ops[0].st = fr_test(&ops[0].req, &done);
+    TU_CHECK(done == 1 && ops[0].req == FR_REQUEST_NULL, "fr_test: done %d, %s", done, tu_status(ops[0].st));
+    TU_CHECK(rq_ok(&ops[0], why, sizeof why), "request 0: %s", why);
+    wait_ok(&ops[1], "request 1");
+    refused(copy, "a copy of request 0");
+    for (int j = 0; j < 3; j++) rq_free(&ops[j]);
+}
+
+/* FASTREDUCE_CHECK=1 holds for requests too: a request whose count differs
+ * on the last rank fails with FR_ERR_MISMATCH on every rank, its buffer
+ * unchanged, and the requests around it succeed. */
+static void test_check_mismatch(void)
+{
+    setenv("FASTREDUCE_CHECK", "1", 1);
+    fr_comm_t c = rq_make_comm(NULL, MPI_COMM_WORLD);
+    unsetenv("FASTREDUCE_CHECK");
+    if (!tu_all(c != NULL)) return;
+    rq_op_t ops[3];
+    char why[600];
+    tu_begin("FASTREDUCE_CHECK=1: the 2nd of 3 requests has another count on rank %d: FR_ERR_MISMATCH", np - 1);
+    rq_allreduce(&ops[0], FR_INT32, FR_SUM, 100, 0, 0xC0);
+    rq_allreduce(&ops[1], FR_INT32, FR_SUM, me == np - 1 ? 99 : 100, 1, 0xC1);
+    rq_bcast(&ops[2], FR_INT8, 64, 0, 0xC2);
+    for (int j = 0; j < 3; j++) TU_CHECK(rq_start(&ops[j], c), "start %d: %s", j, tu_status(ops[j].st));
+    TU_CHECK(rq_complete(ops, 3, RQ_WAITALL, 0xC, why, sizeof why), "%s", why);
+    TU_CHECK(ops[1].st == FR_ERR_MISMATCH && contains(fr_last_error(), "count"), "the mismatched request gave %s: %s",
+             fr_strerror(ops[1].st), fr_last_error());
+    TU_CHECK(!memcmp(ops[1].rbuf, ops[1].input, ops[1].count * 4), "the refused request changed its buffer");
+    for (int j = 0; j < 3; j += 2) TU_CHECK(rq_ok(&ops[j], why, sizeof why), "request %d: %s", j, why);
+    for (int j = 0; j < 3; j++) rq_free(&ops[j]);
+    rq_destroy_comm(c, "default with FASTREDUCE_CHECK=1");
+}
+
+/* ---- 5. a rank skips a request under FASTREDUCE_TIMEOUT ------------------------ */
+
+#define SKIP_COUNT (64 * 1024 + 3)   /* floats: past the small paths, chunked */
+
+/* The third request, which rank 1 skipped, on another rank: completed by
+ * fr_wait, or by fr_waitall of all three; its status, time and message.
+ * Returns the seconds it took. FASTREDUCE_TIMEOUT counts time without
+ * progress, and a rank down a ring from the skipper may see progress until
+ * its neighbour gives up, so a waiter is bound by one timeout per rank
+ * (+ 2 s), and only the first to fail by one (test_skip checks that). */
+static double skipped_waiter(rq_op_t *ops, int by_waitall, const char *spec, double t0)
+{
+    char why[600], msg[1024];
+    fr_status_t st;
+    if (by_waitall) {
+        fr_request_t reqs[3] = { ops[0].req, ops[1].req, ops[2].req };
+        fr_status_t sts[3];
+        st = fr_waitall(3, reqs, sts);
+        snprintf(msg, sizeof msg, "%s", fr_last_error());
+        TU_CHECK(sts[2] == st, "fr_waitall returned %s, the 3rd status is %s", fr_strerror(st), fr_strerror(sts[2]));
+        for (int j = 0; j < 3; j++) ops[j].st = sts[j], ops[j].req = reqs[j];
+    } else {
+        for (int j = 0; j < 2; j++) ops[j].st = fr_wait(&ops[j].req);
+        st = fr_wait(&ops[2].req);
+        snprintf(msg, sizeof msg, "%s", fr_last_error());
+    }
+    double t = MPI_Wtime() - t0;
+    for (int j = 0; j < 2; j++) TU_CHECK(rq_ok(&ops[j], why, sizeof why), "request %d: %s", j + 1, why);
+    TU_CHECK(ops[2].req == FR_REQUEST_NULL, "the failed request is not NULL after completion");
+    /* (or UCX's error: a peer that timed out first closed its endpoints) */
+    TU_CHECK(st == FR_ERR_TIMED_OUT || st == FR_ERR_UCX, "%s: request 3 gave %s: %s", spec, fr_strerror(st), msg);
+    TU_CHECK(t <= np * tmo + 2.0, "%s: request 3 failed after %.2f s (timeout %g s)", spec, t, tmo);
+    TU_CHECK(contains(msg, "request 3") && contains(msg, "allreduce"), "%s: the message names no request 3: %s",
+             spec, msg);
+    if (me == 0) printf("test_reqfault np=%d: %s: %s after %.2f s: %s\n", np, spec, fr_strerror(st), t, msg);
+    return t;
+}
+
+/* On a communicator a collective failed on: a request fails (at its start
+ * or its completion) and a blocking call too, saying it is unusable; the
+ * buffer stays as it was. */
+static void unusable_after(fr_comm_t c)
+{
+    float small[4] = { 1, 2, 3, 4 };
+    fr_request_t r = FR_REQUEST_NULL;
+    fr_status_t st = fr_iallreduce(FR_IN_PLACE, small, 4, FR_FLOAT32, FR_SUM, c, &r);
+    if (st == FR_SUCCESS) st = fr_wait(&r);
+    TU_CHECK(st == FR_ERR_BAD_COMM && contains(fr_last_error(), "unusable"), "a request: %s", tu_status(st));
+    st = fr_bcast(small, 4, FR_FLOAT32, 0, c);
+    TU_CHECK(st == FR_ERR_BAD_COMM && contains(fr_last_error(), "unusable"), "a blocking bcast: %s", tu_status(st));
+    TU_CHECK(small[0] == 1 && small[3] == 4, "the buffer changed: %g .. %g", small[0], small[3]);
+}
+
+/* Rank 1 does not start the third of three requests (large allreduces on
+ * a communicator forcing @p algo, NULL: the default table). */
+static void test_skip(const char *algo, int by_waitall)
+{
+    char spec[160], tmo_s[32];
+    const int skipper = 1, waiter = me != skipper;
+    snprintf(spec, sizeof spec, "%s, request 3 skipped by rank 1, %s", algo ? algo : "default table",
+             by_waitall ? "fr_waitall" : "fr_wait");
+    snprintf(tmo_s, sizeof tmo_s, "%g", tmo);
+    setenv("FASTREDUCE_TIMEOUT", tmo_s, 1);
+    fr_comm_t c = rq_make_comm(algo, MPI_COMM_WORLD);
+    unsetenv("FASTREDUCE_TIMEOUT");
+    if (!tu_all(c != NULL)) return;
+    rq_op_t ops[3];
+    for (int j = 0; j < 3; j++) rq_allreduce(&ops[j], FR_FLOAT32, FR_SUM, SKIP_COUNT, j % 2, tu_hash3(0x5C, 0, (uint64_t)j));
+    tu_begin("%s: the others' request 3 fails with FR_ERR_TIMED_OUT naming it", spec);
+    for (int j = 0; j < 2; j++) TU_CHECK(rq_start(&ops[j], c), "start %d: %s", j + 1, tu_status(ops[j].st));
+    double t0 = MPI_Wtime(), t = 1e9, first = 0;
+    if (waiter) {
+        TU_CHECK(rq_start(&ops[2], c), "start 3: %s", tu_status(ops[2].st));
+        t = skipped_waiter(ops, by_waitall, spec, t0);
+    } else {
+        for (int j = 0; j < 2; j++) wait_ok(&ops[j], "a request before the skipped one");
+    }
+    MPI_Allreduce(&t, &first, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    TU_CHECK(first <= tmo + 2.0, "%s: the first rank's request 3 failed after %.2f s (timeout %g s)", spec, first, tmo);
+    tu_begin("%s: later calls there say the communicator is unusable", spec);
+    if (waiter) unusable_after(c);
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* everyone else has given up: the late request times out, fails, or
+     * succeeds where what it needed had been sent */
+    tu_begin("%s: rank 1's late request 3 comes back", spec);
+    if (!waiter) {
+        TU_CHECK(rq_start(&ops[2], c), "start 3: %s", tu_status(ops[2].st));
+        fr_status_t st = fr_wait(&ops[2].req);
+        TU_CHECK(st == FR_ERR_TIMED_OUT || st == FR_SUCCESS || st == FR_ERR_UCX, "%s", tu_status(st));
+    }
+    tu_begin("%s: fr_comm_destroy", spec);
+    t0 = MPI_Wtime();
+    fr_status_t st = fr_comm_destroy(c);
+    /* (the skipper's, whose late request may have succeeded, waits the timeout for the others' barrier) */
+    TU_CHECK(st == FR_SUCCESS || (!waiter && st == FR_ERR_TIMED_OUT), "%s", tu_status(st));
+    TU_CHECK(MPI_Wtime() - t0 <= tmo + 2.0, "took %.2f s", MPI_Wtime() - t0);
+    for (int j = 0; j < 3; j++) rq_free(&ops[j]);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    tu_init("test_reqfault");
+    np = tu.size;
+    me = tu.rank;
+    caller = rq_caller_mode();
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--timeout") && i + 1 < argc) tmo = atof(argv[++i]);
+    if (me == 0)
+        printf("test_reqfault np=%d: FASTREDUCE_PROGRESS=%s, thread level %s\n", np, caller ? "caller" : "thread",
+               rq_level_name(provided));
+    fr_comm_t c = rq_make_comm(NULL, MPI_COMM_WORLD);
+    if (tu_all(c != NULL)) {
+        test_null_and_stale(c);
+        test_waitall_stale(c);
+        test_null_pointers(c);
+        test_bad_args(c);
+        rq_destroy_comm(c, "default, after the misuse");
+    }
+    test_destroy_pending();
+    test_done_after_destroy();
+    if (np > 1) {
+        test_check_mismatch();
+        test_skip(NULL, 0);
+        test_skip("allreduce=ring", 1);
+    }
+    int rc = tu_finish();
+    MPI_Finalize();
+    return rc;
+}
