@@ -324,10 +324,12 @@ run_one 3 "FASTREDUCE_UCX_TLS=tcp,self" test_fault
 # A rank SIGKILLed in the middle of large allreduces (mpi/test_kill.c): every
 # survivor reports FR_ERR_TIMED_OUT (or UCX's error) within the timeout + 2 s,
 # destroys its communicator and leaves; nothing of ours stays in /dev/shm.
+# With --requests the rank dies with requests in flight (both progress modes).
 # Open MPI keeps the survivors running with orte_enable_recovery; MPICH
 # 4.0's hydra kills them even with -disable-auto-cleanup (docs/reliability.md).
-kill_one() {  # kill_one NP "VAR=value ..." ALGO
-    local np=$1 envs=$2 algo=$3 dir="$LOGDIR/kill-$1-$3-${2//[^A-Za-z0-9]/_}"
+kill_one() {  # kill_one NP "VAR=value ..." ALGO [TEST_KILL_ARGS...]
+    local np=$1 envs=$2 algo=$3 dir="$LOGDIR/kill-$1-$3-${2//[^A-Za-z0-9]/_}${4:+-${4//[^A-Za-z0-9]/_}}"
+    shift 3
     rm -rf "$dir"; mkdir -p "$dir"
     local before after names=(FR_KILL_OUT) e
     before=$(ls /dev/shm 2>/dev/null | sort)
@@ -335,13 +337,13 @@ kill_one() {  # kill_one NP "VAR=value ..." ALGO
     launcher "${names[@]}"
     # shellcheck disable=SC2086
     env $envs FR_KILL_OUT="$dir" timeout -k 5 60 "${LAUNCH[@]}" --mca orte_enable_recovery 1 -n "$np" \
-        "$BIN/test_kill" --algo "$algo" </dev/null >"$dir/out.log" 2>&1
+        "$BIN/test_kill" --algo "$algo" "$@" </dev/null >"$dir/out.log" 2>&1
     after=$(ls /dev/shm 2>/dev/null | sort)
     local ok_lines left
     ok_lines=$(cat "$dir"/survivor.* 2>/dev/null | grep -c ': OK: ')
     left=$(comm -13 <(echo "$before") <(echo "$after") | grep -c fastreduce)
     local ok=0; [ "$ok_lines" = $((np - 1)) ] && [ "$left" = 0 ] && ok=1
-    pass_fail $ok "np=$np ${envs:+$envs }test_kill --algo $algo: $ok_lines of $((np - 1)) survivors reported and left; fastreduce entries left in /dev/shm: $left"
+    pass_fail $ok "np=$np ${envs:+$envs }test_kill --algo $algo${1:+ $*}: $ok_lines of $((np - 1)) survivors reported and left; fastreduce entries left in /dev/shm: $left"
     [ $ok = 1 ] || { cat "$dir"/survivor.* 2>/dev/null; tail -n 15 "$dir/out.log"; } | sed 's/^/    /'
 }
 if [ "$FLAVOR" = openmpi ]; then
@@ -349,6 +351,8 @@ if [ "$FLAVOR" = openmpi ]; then
     kill_one 3 "" ring
     kill_one 3 "FASTREDUCE_UCX_TLS=tcp,self" ring
     kill_one 4 "FASTREDUCE_UCX_TLS=tcp,self FASTREDUCE_NODE_SIZE=2" hier
+    kill_one 3 "FASTREDUCE_PROGRESS=thread" shm --requests
+    kill_one 3 "FASTREDUCE_PROGRESS=caller FASTREDUCE_UCX_TLS=tcp,self" ring --requests
 else
     echo "SKIP: test_kill under $FLAVOR (its launcher ends the survivors when a rank is killed)"
 fi

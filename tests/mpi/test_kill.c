@@ -15,11 +15,33 @@
  * (Open MPI: --mca orte_enable_recovery 1; MPICH: -disable-auto-cleanup);
  * tests/mpi/run_mpi.sh counts the lines and checks /dev/shm afterwards.
  *
- * Usage: test_kill [--algo NAME] [--timeout SECONDS] [--count FLOATS]
+ * With --requests, each call is three requests (fr_iallreduce of a third of
+ * the buffer each) completed by one fr_waitall: the victim dies with
+ * requests in flight, and a survivor's fr_waitall must come back as a
+ * call would, after which fr_comm_destroy (no request left pending) works.
+ *
+ * Usage: test_kill [--algo NAME] [--timeout SECONDS] [--count FLOATS] [--requests]
  */
 #include <pthread.h>
 #include <time.h>
 #include "testutil.h"
+
+/* The three requests of one call of --requests mode, completed together:
+ * the first failed one's status (with its detail in fr_last_error()). */
+static fr_status_t three_requests(float *buf, size_t count, fr_comm_t c)
+{
+    fr_request_t r[3];
+    size_t third = count / 3;
+    for (int k = 0; k < 3; k++) {
+        size_t n = k < 2 ? third : count - 2 * third;
+        fr_status_t st = fr_iallreduce(FR_IN_PLACE, buf + k * third, n, FR_FLOAT32, FR_SUM, c, &r[k]);
+        if (st != FR_SUCCESS) {
+            fr_waitall((size_t)k, r, NULL);
+            return st;
+        }
+    }
+    return fr_waitall(3, r, NULL);
+}
 
 static void *killer(void *arg)
 {
@@ -41,8 +63,11 @@ int main(int argc, char **argv)
     const char *algo = "shm";
     const char *tmo = "2";
     size_t count = 4u << 20;
-    for (int i = 1; i + 1 < argc; i++) {
-        if (!strcmp(argv[i], "--algo")) algo = argv[++i];
+    int requests = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--requests")) requests = 1;
+        else if (i + 1 == argc) break;
+        else if (!strcmp(argv[i], "--algo")) algo = argv[++i];
         else if (!strcmp(argv[i], "--timeout")) tmo = argv[++i];
         else if (!strcmp(argv[i], "--count")) count = strtoull(argv[++i], NULL, 10);
     }
@@ -65,13 +90,14 @@ int main(int argc, char **argv)
     double t_fail = 0;
     for (int it = 0; it < 200; it++) {
         if (me == victim && it == 2) {
-            printf("test_kill victim %d: killed in call %d of %s (%zu floats)\n", me, it + 1, chosen, count);
+            printf("test_kill victim %d: killed in call %d of %s (%zu floats%s)\n", me, it + 1, chosen, count,
+                   requests ? ", three requests in flight" : "");
             fflush(stdout);
             pthread_t t;
             pthread_create(&t, NULL, killer, (void *)(intptr_t)5);
         }
         double t0 = MPI_Wtime();
-        st = fr_allreduce(FR_IN_PLACE, buf, count, FR_FLOAT32, FR_SUM, c);
+        st = requests ? three_requests(buf, count, c) : fr_allreduce(FR_IN_PLACE, buf, count, FR_FLOAT32, FR_SUM, c);
         if (st != FR_SUCCESS) { t_fail = MPI_Wtime() - t0; break; }
     }
     char msg[1024];
