@@ -5,6 +5,11 @@
 
 #include "comm.h"
 
+/* Check the arguments of an allreduce / bcast (the errors fr_allreduce and
+ * fr_bcast return) and describe it in *call. */
+fr_status_t fr_prepare_allreduce(const void *sendbuf, void *recvbuf, size_t count, fr_dtype_t dtype, fr_op_t op,
+                                 fr_comm_t comm, fr_call_t *call);
+fr_status_t fr_prepare_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm, fr_call_t *call);
 /* Choose @p call's algorithm and run it (the per-call log line, the
  * communicator's sequence number, avg's division of host buffers; the NCCL
  * set-up at the first device call). */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "api.h"
+#include "request.h"
 #include "agree.h"
 #include "select.h"
 #include "tune.h"
@@ -109,6 +110,7 @@ static int oversubscribed(MPI_Comm mpi, int rank, int node, MPI_Comm node_comm)
 
 static void free_comm(struct fr_comm *c)
 {
+    fr_prog_destroy(c);
     fr_device_destroy(c);
     fr_shm_destroy(c);
     fr_ucx_destroy(c);
@@ -126,8 +128,22 @@ static void free_comm(struct fr_comm *c)
     if (!fin && c->mpi != MPI_COMM_NULL && !c->mpi_left) PMPI_Comm_free(&c->mpi);
     if (!fin && c->mpi_left) fr_mpi_left_reap(c->mpi);
     free(c->scratch);
+    free(c->fusion);
     c->magic = 0;
     free(c);
+}
+
+/* Rank 0's FASTREDUCE_FUSION_BYTES holds on every rank: the ranks must cut
+ * a grouped allreduce into the same collectives. */
+static fr_status_t agree_fusion(struct fr_comm *c)
+{
+    uint64_t mine = c->set.fusion_bytes;
+    if (PMPI_Bcast(&c->set.fusion_bytes, 1, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS)
+        return FR_ERROR(FR_ERR_MPI, "fr_comm_create: MPI_Bcast of FASTREDUCE_FUSION_BYTES failed");
+    if (mine != c->set.fusion_bytes)
+        FR_WARN(FR_SUB_INIT, "FASTREDUCE_FUSION_BYTES differs from rank 0's here; rank 0's holds (%lu)",
+                (unsigned long)c->set.fusion_bytes);
+    return FR_SUCCESS;
 }
 
 fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm_t *out)
@@ -177,6 +193,8 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     FR_CHECK_GOTO(fr_select_load(c), st, fail);
     c->spin = (uint64_t)c->set.spin;
     FR_CHECK_GOTO(fr_wait_setup(c), st, fail);
+    FR_CHECK_GOTO(agree_fusion(c), st, fail);
+    FR_CHECK_GOTO(fr_agree(c->mpi, fr_prog_create(c), "the request queue"), st, fail);
     /* agreed over the node: it picks between two protocols of shm allreduce */
     int over = oversubscribed(c->mpi, c->rank, c->node, c->node_comm);
     st = PMPI_Allreduce(&over, &c->oversubscribed, 1, MPI_INT, MPI_MAX, c->node_comm) == MPI_SUCCESS
@@ -230,6 +248,14 @@ fr_status_t fr_comm_destroy_many(fr_comm_t *comms, int n)
         fr_comm_t c = comms[i];
         if (!c) continue;
         fr_status_t ok = fr_comm_check(c);
+        if (ok == FR_SUCCESS) {
+            fr_req_lock();
+            uint64_t n = fr_prog_pending(c);
+            fr_req_unlock();
+            if (n) ok = FR_ERROR(FR_ERR_PENDING, "fr_comm_destroy: %lu request(s) or caller(s) on this "
+                                 "communicator have not completed; wait for them and destroy it again",
+                                 (unsigned long)n);
+        }
         if (ok != FR_SUCCESS) {
             st = ok;
             comms[i] = NULL;   /* (not ours to free) */

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "p2p.h"
 #include "reduce.h"
+#include "request.h"
 #include "registry.h"
 #include "select.h"
 #include "tune.h"
@@ -30,7 +31,7 @@ static fr_status_t check_common(fr_comm_t comm, size_t count, fr_dtype_t dtype, 
     return FR_SUCCESS;
 }
 
-static fr_status_t prepare_allreduce(const void *sendbuf, void *recvbuf, size_t count, fr_dtype_t dtype,
+fr_status_t fr_prepare_allreduce(const void *sendbuf, void *recvbuf, size_t count, fr_dtype_t dtype,
                                      fr_op_t op, fr_comm_t comm, fr_call_t *call)
 {
     size_t bytes;
@@ -64,7 +65,7 @@ static fr_status_t prepare_allreduce(const void *sendbuf, void *recvbuf, size_t 
     return FR_SUCCESS;
 }
 
-static fr_status_t prepare_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm,
+fr_status_t fr_prepare_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm,
                                  fr_call_t *call)
 {
     size_t bytes;
@@ -154,34 +155,34 @@ fr_status_t fr_allreduce(const void *sendbuf, void *recvbuf, size_t count, fr_dt
                          fr_comm_t comm)
 {
     fr_call_t call;
-    FR_CHECK(prepare_allreduce(sendbuf, recvbuf, count, dtype, op, comm, &call));
-    return fr_dispatch(comm, &call);
+    FR_CHECK(fr_prepare_allreduce(sendbuf, recvbuf, count, dtype, op, comm, &call));
+    return fr_prog_blocking(comm, &call, NULL);
 }
 
 fr_status_t fr_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count, fr_dtype_t dtype, fr_op_t op,
                                 fr_comm_t comm, void *stream)
 {
     fr_call_t call;
-    FR_CHECK(prepare_allreduce(sendbuf, recvbuf, count, dtype, op, comm, &call));
+    FR_CHECK(fr_prepare_allreduce(sendbuf, recvbuf, count, dtype, op, comm, &call));
     call.stream = stream;
     call.async = 1;
-    return fr_dispatch(comm, &call);
+    return fr_prog_blocking(comm, &call, NULL);
 }
 
 fr_status_t fr_bcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm)
 {
     fr_call_t call;
-    FR_CHECK(prepare_bcast(buf, count, dtype, root, comm, &call));
-    return fr_dispatch(comm, &call);
+    FR_CHECK(fr_prepare_bcast(buf, count, dtype, root, comm, &call));
+    return fr_prog_blocking(comm, &call, NULL);
 }
 
 fr_status_t fr_bcast_stream(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm, void *stream)
 {
     fr_call_t call;
-    FR_CHECK(prepare_bcast(buf, count, dtype, root, comm, &call));
+    FR_CHECK(fr_prepare_bcast(buf, count, dtype, root, comm, &call));
     call.stream = stream;
     call.async = 1;
-    return fr_dispatch(comm, &call);
+    return fr_prog_blocking(comm, &call, NULL);
 }
 
 /* The algorithm the table gives a call of these arguments in @p mem; with
@@ -210,7 +211,7 @@ const char *fr_allreduce_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, 
 {
     static char dummy;
     fr_call_t call;
-    return query(prepare_allreduce(&dummy, &dummy + 1, 0, dtype, op, comm, &call), comm, &call, count, mem, label,
+    return query(fr_prepare_allreduce(&dummy, &dummy + 1, 0, dtype, op, comm, &call), comm, &call, count, mem, label,
                  len);
 }
 
@@ -218,7 +219,7 @@ const char *fr_bcast_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, int 
                             size_t len)
 {
     fr_call_t call;
-    return query(prepare_bcast(NULL, 0, dtype, root, comm, &call), comm, &call, count, mem, label, len);
+    return query(fr_prepare_bcast(NULL, 0, dtype, root, comm, &call), comm, &call, count, mem, label, len);
 }
 
 const char *fr_allreduce_algorithm(fr_comm_t comm, size_t count, fr_dtype_t dtype, fr_op_t op)

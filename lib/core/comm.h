@@ -37,6 +37,7 @@ typedef struct fr_call {
 
 struct fr_ucx;
 struct fr_shm;
+struct fr_prog;
 
 #define FR_COMM_MAGIC 0x46524331u  /* "FRC1" */
 
@@ -75,6 +76,9 @@ struct fr_comm {
     uint64_t     seq;          /* number of collectives started on this communicator */
     void        *scratch;      /* grow-only scratch buffer for algorithms */
     size_t       scratch_size;
+    void        *fusion;       /* grow-only fusion buffer of grouped allreduces (lib/api/group.c) */
+    size_t       fusion_size;
+    struct fr_prog *prog;      /* the queue of requests and its progress thread (lib/api/progress.c) */
     uint64_t     spin;         /* polls before a waiting rank starts to yield */
     int          oversubscribed; /* this machine's ranks outnumber its cores (the same on all of them) */
     unsigned     warned;       /* bit per collective: the forced-fallback warning was given */
@@ -107,6 +111,9 @@ struct fr_comm {
 /* A scratch buffer of at least @p bytes owned by the communicator, or NULL
  * (with the error recorded) if it cannot be allocated. */
 void *fr_comm_scratch(struct fr_comm *comm, size_t bytes);
+
+/* The fusion buffer, grown to at least @p bytes, or NULL as fr_comm_scratch. */
+void *fr_comm_fusion(struct fr_comm *comm, size_t bytes);
 
 /* The name of collective @p coll ("allreduce", "bcast"). */
 const char *fr_coll_name(fr_coll_t coll);

@@ -4,18 +4,29 @@
 #include "comm.h"
 #include "log.h"
 
-void *fr_comm_scratch(struct fr_comm *comm, size_t bytes)
+/* A grow-only buffer *p of *size bytes, made at least @p bytes. */
+static void *grow(void **p, size_t *size, size_t bytes, const char *what)
 {
-    if (bytes <= comm->scratch_size) return comm->scratch;
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes)) {
-        FR_ERROR(FR_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch", bytes);
+    if (bytes <= *size) return *p;
+    void *q = NULL;
+    if (posix_memalign(&q, 64, bytes)) {
+        FR_ERROR(FR_ERR_NO_MEMORY, "cannot allocate %zu bytes of %s", bytes, what);
         return NULL;
     }
-    free(comm->scratch);
-    comm->scratch = p;
-    comm->scratch_size = bytes;
-    return p;
+    free(*p);
+    *p = q;
+    *size = bytes;
+    return q;
+}
+
+void *fr_comm_scratch(struct fr_comm *comm, size_t bytes)
+{
+    return grow(&comm->scratch, &comm->scratch_size, bytes, "scratch");
+}
+
+void *fr_comm_fusion(struct fr_comm *comm, size_t bytes)
+{
+    return grow(&comm->fusion, &comm->fusion_size, bytes, "fusion buffer");
 }
 
 const char *fr_coll_name(fr_coll_t coll)

@@ -137,6 +137,40 @@ void *fr_device_stage(struct fr_comm *comm, size_t bytes)
     return comm->stage;
 }
 
+void fr_device_use(int dev)
+{
+    int cur = -1;
+    if (dev < 0 || (cudaGetDevice(&cur) == cudaSuccess && cur == dev)) return;
+    if (cudaSetDevice(dev) != cudaSuccess) (void)cudaGetLastError();
+}
+
+fr_status_t fr_device_event_record(void *stream, void **event)
+{
+    cudaEvent_t e;
+    *event = NULL;
+    FR_CHECK(cuda_status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags"));
+    fr_status_t st = cuda_status(cudaEventRecord(e, (cudaStream_t)stream), "cudaEventRecord");
+    if (st != FR_SUCCESS) {
+        cudaEventDestroy(e);
+        return st;
+    }
+    *event = e;
+    return FR_SUCCESS;
+}
+
+int fr_device_event_done(void *event, fr_status_t *st)
+{
+    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+    if (e == cudaErrorNotReady) return 0;
+    *st = cuda_status(e, "cudaEventQuery after a request's device work");
+    return 1;
+}
+
+void fr_device_event_free(void *event)
+{
+    if (event) cudaEventDestroy((cudaEvent_t)event);
+}
+
 #else /* no CUDA built in */
 
 static fr_status_t no_cuda(void)
@@ -151,6 +185,18 @@ void *fr_device_stage(struct fr_comm *comm, size_t bytes)
     no_cuda();
     return NULL;
 }
+void fr_device_use(int dev) { (void)dev; }
+fr_status_t fr_device_event_record(void *stream, void **event)
+{
+    *event = NULL;
+    return no_cuda();
+}
+int fr_device_event_done(void *event, fr_status_t *st)
+{
+    *st = no_cuda();
+    return 1;
+}
+void fr_device_event_free(void *event) { (void)event; }
 
 #endif
 

@@ -54,6 +54,15 @@ fr_status_t fr_device_sync(void *stream);
  * communicator's FASTREDUCE_TIMEOUT (then the NCCL communicator is aborted
  * and @p comm broken), and failing on an asynchronous NCCL error. */
 fr_status_t fr_device_wait_nccl(struct fr_comm *comm, void *stream);
+/* Make GPU @p dev the calling thread's current device (-1: leave it). */
+void fr_device_use(int dev);
+/* A CUDA event recorded on @p stream after the work enqueued there: the
+ * request path's sign that its device work is done. */
+fr_status_t fr_device_event_record(void *stream, void **event);
+/* 1 when @p event has completed (*st: FR_SUCCESS, or the CUDA error the
+ * work ended with), 0 while it has not; never waits. */
+int fr_device_event_done(void *event, fr_status_t *st);
+void fr_device_event_free(void *event);
 /* A pinned host buffer of at least @p bytes owned by the communicator. */
 void *fr_device_stage(struct fr_comm *comm, size_t bytes);
 

@@ -55,12 +55,11 @@ static fr_status_t ctx_get(void)
             memset(&p, 0, sizeof p);
             p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
             p.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
-            /* Each communicator has its own worker; under MPI_THREAD_MULTIPLE
-             * communicators (so workers) may be used by several threads at
-             * once, and UCX asks for a thread-safe context then. */
-            int level = MPI_THREAD_SINGLE;
-            if (PMPI_Query_thread(&level) != MPI_SUCCESS) level = MPI_THREAD_SINGLE;
-            p.mt_workers_shared = level == MPI_THREAD_MULTIPLE;
+            /* Each communicator has its own worker, used by one thread at a
+             * time; but two communicators' workers may be used at once (by
+             * progress threads, or by threads under MPI_THREAD_MULTIPLE), and
+             * UCX asks for a context that allows it then. */
+            p.mt_workers_shared = 1;
             us = ucp_init(&p, cfg, &ctx);
             ucp_config_release(cfg);
         }

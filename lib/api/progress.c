@@ -1,0 +1,327 @@
+/* The progress engine: each communicator has a queue of collectives that
+ * run one at a time in the order they were started, which is the order
+ * every rank keeps. A runner (the communicator's progress thread, or a
+ * caller that waits for a queued request) takes the head and runs it to
+ * its end with the blocking path's dispatch; nothing else of the
+ * communicator runs meanwhile.
+ *
+ * One thread per communicator rather than one per process: the program
+ * may complete the requests of two communicators in different orders on
+ * different ranks (MPI allows it), and a single thread running each
+ * collective to its end would then wait on one communicator for ranks that
+ * wait on the other. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "alg.h"
+#include "api.h"
+#include "device.h"
+#include "log.h"
+#include "request.h"
+#include "select.h"
+#include "wait.h"
+
+struct fr_prog {
+    pthread_mutex_t lock;
+    pthread_cond_t  wake;       /* the thread: work queued, or stop */
+    pthread_cond_t  done;       /* waiters: a run ended or a request was parked */
+    fr_work_t      *head, *tail;
+    fr_work_t      *issued;     /* requests whose GPU work may still run */
+    int             busy;       /* a runner is running a collective of the communicator */
+    int             caller;     /* FASTREDUCE_PROGRESS=caller (or no thread could be made) */
+    int             mpi_ok;     /* MPI_THREAD_MULTIPLE: the thread may call MPI */
+    int             thread_on, stop;
+    pthread_t       tid;
+    uint64_t        numbered;   /* requests started */
+    uint64_t        open;       /* requests not done */
+    int             waiters;    /* callers inside fr_prog_advance (they hold the communicator) */
+};
+
+fr_status_t fr_prog_create(struct fr_comm *comm)
+{
+    struct fr_prog *P = calloc(1, sizeof *P);
+    if (!P) return FR_ERROR(FR_ERR_NO_MEMORY, "fr_comm_create: out of memory");
+    pthread_mutex_init(&P->lock, NULL);
+    pthread_cond_init(&P->wake, NULL);
+    pthread_cond_init(&P->done, NULL);
+    P->caller = comm->set.progress == FR_PROGRESS_CALLER;
+    int level = MPI_THREAD_SINGLE;
+    if (PMPI_Query_thread(&level) != MPI_SUCCESS) level = MPI_THREAD_SINGLE;
+    P->mpi_ok = level == MPI_THREAD_MULTIPLE;
+    comm->prog = P;
+    return FR_SUCCESS;
+}
+
+void fr_prog_destroy(struct fr_comm *comm)
+{
+    struct fr_prog *P = comm->prog;
+    if (!P) return;
+    pthread_mutex_lock(&P->lock);
+    P->stop = 1;
+    pthread_cond_signal(&P->wake);
+    pthread_mutex_unlock(&P->lock);
+    if (P->thread_on) pthread_join(P->tid, NULL);
+    pthread_mutex_destroy(&P->lock);
+    pthread_cond_destroy(&P->wake);
+    pthread_cond_destroy(&P->done);
+    free(P);
+    comm->prog = NULL;
+}
+
+/* Mark @p w done with its final status (lock held). */
+static void set_done(struct fr_prog *P, fr_work_t *w)
+{
+    if (w->number) P->open--;
+    __atomic_store_n(&w->state, FR_REQ_DONE, __ATOMIC_RELEASE);
+}
+
+/* Complete the issued requests whose GPU work has finished (lock held). */
+static void poll_issued(struct fr_prog *P)
+{
+    for (fr_work_t **p = &P->issued; *p;) {
+        fr_work_t *w = *p;
+        fr_status_t st = FR_SUCCESS;
+        if (!fr_device_event_done(w->event, &st)) { p = &w->next; continue; }
+        *p = w->next;
+        w->next = NULL;
+        fr_device_event_free(w->event);
+        w->event = NULL;
+        if (st != FR_SUCCESS) {
+            w->status = st;
+            snprintf(w->detail, sizeof w->detail, "request %lu: %s", (unsigned long)w->number, fr_last_error());
+        }
+        set_done(P, w);
+    }
+}
+
+/* Run @p w's collective (no lock held): the request's device work is
+ * issued without waiting for it, and an event follows it. */
+static fr_status_t run_work(struct fr_comm *comm, fr_work_t *w)
+{
+    fr_status_t st;
+    fr_mem_t mem = w->group ? w->group->mem : w->call.mem;
+    if (w->number && mem == FR_MEM_CUDA) {
+        fr_device_use(fr_device_of(w->group ? w->group->recv[0] : w->call.recvbuf));
+        w->call.async = 1;
+    }
+    if (comm->broken) {
+        st = FR_ERROR(FR_ERR_BAD_COMM, "the communicator is unusable since a collective failed on it (%s)",
+                      comm->broken_why);
+    } else if (w->group) {
+        st = fr_group_run(comm, w->group, &w->alg);
+    } else {
+        st = fr_dispatch(comm, &w->call);
+        w->alg = fr_last_algorithm();
+    }
+    if (st == FR_SUCCESS && w->number && mem == FR_MEM_CUDA) st = fr_device_event_record(NULL, &w->event);
+    if (st != FR_SUCCESS && w->number)
+        snprintf(w->detail, sizeof w->detail, "request %lu (call #%lu on its communicator): %s",
+                 (unsigned long)w->number, (unsigned long)comm->seq, fr_last_error());
+    else if (st != FR_SUCCESS)
+        snprintf(w->detail, sizeof w->detail, "%s", fr_last_error());
+    return st;
+}
+
+/* Run the queue's head (lock held, not busy); the lock is dropped while it runs. */
+static void run_head(struct fr_prog *P, struct fr_comm *comm)
+{
+    fr_work_t *w = P->head;
+    P->head = w->next;
+    if (!P->head) P->tail = NULL;
+    w->next = NULL;
+    w->state = FR_REQ_RUNNING;
+    P->busy = 1;
+    pthread_mutex_unlock(&P->lock);
+    fr_status_t st = run_work(comm, w);
+    pthread_mutex_lock(&P->lock);
+    P->busy = 0;
+    w->status = st;
+    if (st == FR_SUCCESS && w->event) {
+        w->state = FR_REQ_ISSUED;
+        w->next = P->issued;
+        P->issued = w;
+    } else {
+        set_done(P, w);   /* (a waiter may free w from here on) */
+    }
+    pthread_cond_broadcast(&P->done);
+    if (P->head && P->thread_on) pthread_cond_signal(&P->wake);
+}
+
+/* Whether running @p w makes an MPI call: the MPI library's own
+ * collective, FASTREDUCE_CHECK's agreement, the staged path's agreement,
+ * and the first set-up of UCX or NCCL. */
+static int call_needs_mpi(struct fr_comm *comm, const fr_call_t *call)
+{
+    if (comm->check) return 1;
+    if (call->mem == FR_MEM_CUDA && !comm->nccl_state) return 1;
+    fr_call_t c = *call;
+    int rule;
+    const fr_alg_t *a = fr_select_choose(comm, &c, &rule);
+    if (a->traits & (FR_ALG_MPI | FR_ALG_VIA_HOST)) return 1;
+    return (a->needs & FR_NEEDS_UCX) && !comm->ucx_state;
+}
+
+static int needs_mpi(struct fr_comm *comm, const fr_work_t *w)
+{
+    if (!w->group) return call_needs_mpi(comm, &w->call);
+    fr_call_t c;
+    for (size_t i = 0, first; fr_group_next(comm, w->group, &i, &first, &c);)
+        if (call_needs_mpi(comm, &c)) return 1;
+    return 0;
+}
+
+static void *thread_main(void *arg)
+{
+    struct fr_comm *comm = arg;
+    struct fr_prog *P = comm->prog;
+    pthread_mutex_lock(&P->lock);
+    while (!P->stop) {
+        fr_work_t *h = P->head;
+        if (h && !P->busy && !h->parked) {
+            if (P->mpi_ok || !needs_mpi(comm, h)) {
+                run_head(P, comm);
+                continue;
+            }
+            /* the caller's next fr_test, fr_wait or call runs it */
+            h->parked = 1;
+            pthread_cond_broadcast(&P->done);
+        }
+        pthread_cond_wait(&P->wake, &P->lock);
+    }
+    pthread_mutex_unlock(&P->lock);
+    return NULL;
+}
+
+/* Make the progress thread (lock held). It takes no signals: they stay
+ * with the program's threads. Without a thread, requests run in callers. */
+static void thread_start(struct fr_comm *comm, struct fr_prog *P)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&P->tid, NULL, thread_main, comm);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
+        FR_WARN(FR_SUB_COLL, "no progress thread (pthread_create: %s): requests run in fr_test and fr_wait",
+                strerror(rc));
+        P->caller = 1;
+        return;
+    }
+    P->thread_on = 1;
+}
+
+static void enqueue(struct fr_prog *P, fr_work_t *w)
+{
+    w->next = NULL;
+    w->state = FR_REQ_QUEUED;
+    if (P->tail) P->tail->next = w;
+    else P->head = w;
+    P->tail = w;
+    if (P->thread_on) pthread_cond_signal(&P->wake);
+}
+
+fr_status_t fr_prog_start(struct fr_comm *comm, fr_work_t *w)
+{
+    struct fr_prog *P = comm->prog;
+    pthread_mutex_lock(&P->lock);
+    if (!P->caller && !P->thread_on) thread_start(comm, P);
+    w->comm = comm;
+    w->number = ++P->numbered;
+    P->open++;
+    enqueue(P, w);
+    pthread_mutex_unlock(&P->lock);
+    return FR_SUCCESS;
+}
+
+/* Whether a caller advancing @p w runs the head now (lock held). */
+static int caller_runs(const struct fr_prog *P, const fr_work_t *w, int wait)
+{
+    if (!P->head || P->busy || w->state != FR_REQ_QUEUED) return 0;
+    return wait || P->caller || !P->thread_on || P->head->parked;
+}
+
+int fr_prog_advance(fr_work_t *w, int wait)
+{
+    if (__atomic_load_n(&w->state, __ATOMIC_ACQUIRE) == FR_REQ_DONE) return 1;
+    struct fr_comm *comm = w->comm;   /* (alive: the caller holds it, fr_prog_hold) */
+    struct fr_prog *P = comm->prog;
+    uint64_t polls = 0;
+    pthread_mutex_lock(&P->lock);
+    P->waiters++;
+    while (w->state != FR_REQ_DONE) {
+        if (P->issued) poll_issued(P);
+        if (w->state == FR_REQ_DONE) break;
+        if (caller_runs(P, w, wait)) {
+            run_head(P, comm);
+            continue;
+        }
+        if (!wait) break;
+        if (w->state == FR_REQ_ISSUED) {
+            /* (the GPU's work: polled, as no thread is told when it ends) */
+            pthread_mutex_unlock(&P->lock);
+            fr_backoff(&polls, comm->spin);
+            pthread_mutex_lock(&P->lock);
+            continue;
+        }
+        pthread_cond_wait(&P->done, &P->lock);
+    }
+    int done = w->state == FR_REQ_DONE;
+    P->waiters--;
+    pthread_mutex_unlock(&P->lock);
+    return done;
+}
+
+fr_status_t fr_prog_blocking(struct fr_comm *comm, fr_call_t *call, fr_group_t *group)
+{
+    struct fr_prog *P = comm->prog;
+    pthread_mutex_lock(&P->lock);
+    if (!P->head && !P->busy) {
+        /* nothing before it: the caller runs it, as without requests */
+        P->busy = 1;
+        pthread_mutex_unlock(&P->lock);
+        const char *alg;
+        fr_status_t st = comm->broken ? FR_ERROR(FR_ERR_BAD_COMM, "the communicator is unusable since a "
+                                                 "collective failed on it (%s)", comm->broken_why)
+                       : group ? fr_group_run(comm, group, &alg) : fr_dispatch(comm, call);
+        pthread_mutex_lock(&P->lock);
+        P->busy = 0;
+        if (P->waiters) pthread_cond_broadcast(&P->done);
+        if (P->head && P->thread_on) pthread_cond_signal(&P->wake);
+        pthread_mutex_unlock(&P->lock);
+        return st;
+    }
+    fr_work_t w = {.comm = comm, .group = group};
+    if (call) w.call = *call;
+    enqueue(P, &w);
+    pthread_mutex_unlock(&P->lock);
+    fr_prog_advance(&w, 1);
+    if (w.status != FR_SUCCESS) return FR_ERROR(w.status, "%s", w.detail);
+    return FR_SUCCESS;
+}
+
+uint64_t fr_prog_pending(struct fr_comm *comm)
+{
+    struct fr_prog *P = comm->prog;
+    if (!P) return 0;
+    pthread_mutex_lock(&P->lock);
+    if (P->issued) poll_issued(P);
+    uint64_t n = P->open + (uint64_t)P->waiters;
+    pthread_mutex_unlock(&P->lock);
+    return n;
+}
+
+void fr_prog_hold(struct fr_comm *comm)
+{
+    pthread_mutex_lock(&comm->prog->lock);
+    comm->prog->waiters++;
+    pthread_mutex_unlock(&comm->prog->lock);
+}
+
+void fr_prog_release(struct fr_comm *comm)
+{
+    pthread_mutex_lock(&comm->prog->lock);
+    comm->prog->waiters--;
+    pthread_mutex_unlock(&comm->prog->lock);
+}
