@@ -15,6 +15,16 @@ static int ar_run_mpi(osu_ctx_t *c)
     return MPI_Allreduce(c->sbuf, c->rbuf, (int)c->count, c->o->mpi_dtype, c->o->mpi_op, c->mpi_comm);
 }
 
+static fr_status_t ar_start_fr(osu_ctx_t *c, fr_request_t *req)
+{
+    return fr_iallreduce(c->sbuf, c->rbuf, c->count, c->o->dtype, c->o->op, c->comm, req);
+}
+
+static int ar_start_mpi(osu_ctx_t *c, MPI_Request *req)
+{
+    return MPI_Iallreduce(c->sbuf, c->rbuf, (int)c->count, c->o->mpi_dtype, c->o->mpi_op, c->mpi_comm, req);
+}
+
 static const char *ar_algorithm(osu_ctx_t *c, char *label, size_t len)
 {
     return fr_allreduce_choice(c->comm, c->count, c->o->dtype, c->o->op,
@@ -89,6 +99,8 @@ const osu_coll_t osu_allreduce = {
     .title = "Allreduce",
     .run_fr = ar_run_fr,
     .run_mpi = ar_run_mpi,
+    .start_fr = ar_start_fr,
+    .start_mpi = ar_start_mpi,
     .algorithm = ar_algorithm,
     .busbw_factor = ar_busbw_factor,
     .fill = ar_fill,

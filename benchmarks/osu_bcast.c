@@ -15,6 +15,16 @@ static int bc_run_mpi(osu_ctx_t *c)
     return MPI_Bcast(c->sbuf, (int)c->count, c->o->mpi_dtype, c->o->root, c->mpi_comm);
 }
 
+static fr_status_t bc_start_fr(osu_ctx_t *c, fr_request_t *req)
+{
+    return fr_ibcast(c->sbuf, c->count, c->o->dtype, c->o->root, c->comm, req);
+}
+
+static int bc_start_mpi(osu_ctx_t *c, MPI_Request *req)
+{
+    return MPI_Ibcast(c->sbuf, (int)c->count, c->o->mpi_dtype, c->o->root, c->mpi_comm, req);
+}
+
 static const char *bc_algorithm(osu_ctx_t *c, char *label, size_t len)
 {
     return fr_bcast_choice(c->comm, c->count, c->o->dtype, c->o->root,
@@ -57,6 +67,8 @@ const osu_coll_t osu_bcast = {
     .title = "Bcast",
     .run_fr = bc_run_fr,
     .run_mpi = bc_run_mpi,
+    .start_fr = bc_start_fr,
+    .start_mpi = bc_start_mpi,
     .algorithm = bc_algorithm,
     .busbw_factor = bc_busbw_factor,
     .fill = bc_fill,

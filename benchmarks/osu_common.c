@@ -15,10 +15,6 @@
 
 #define KIB ((size_t)1024)
 #define MIB (KIB * KIB)
-#define OSU_SIZE_W  10   /* OSU: "%-10d" for the size column */
-#define OSU_FIELD_W 18   /* OSU's FIELD_WIDTH */
-#define OSU_PREC     2   /* OSU's FLOAT_PRECISION */
-#define MAX_BLOCKS 1000
 #define MAX_COMPARE 16
 
 /* ---------------------------------------------------------------- timing */
@@ -59,24 +55,28 @@ void osu_die(const char *what, const char *detail)
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+void osu_check_fr(fr_status_t st, const char *what)
+{
+    char msg[512];
+    if (st == FR_SUCCESS) return;
+    snprintf(msg, sizeof msg, "%s (%s)", fr_strerror(st), fr_last_error());
+    osu_die(what, msg);
+}
+
+void osu_check_mpi(int rc, const char *what)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (rc == MPI_SUCCESS) return;
+    MPI_Error_string(rc, msg, &len);
+    osu_die(what, msg);
+}
+
 static void run_one(const osu_coll_t *coll, osu_ctx_t *c, int use_mpi)
 {
-    if (use_mpi) {
-        int rc = coll->run_mpi(c);
-        if (rc != MPI_SUCCESS) {
-            char msg[MPI_MAX_ERROR_STRING];
-            int len = 0;
-            MPI_Error_string(rc, msg, &len);
-            osu_die(coll->kind == OSU_ALLREDUCE ? "MPI_Allreduce" : "MPI_Bcast", msg);
-        }
-    } else {
-        fr_status_t st = coll->run_fr(c);
-        if (st != FR_SUCCESS) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s (%s)", fr_strerror(st), fr_last_error());
-            osu_die(coll->kind == OSU_ALLREDUCE ? "fr_allreduce" : "fr_bcast", msg);
-        }
-    }
+    int ar = coll->kind == OSU_ALLREDUCE;
+    if (use_mpi) osu_check_mpi(coll->run_mpi(c), ar ? "MPI_Allreduce" : "MPI_Bcast");
+    else osu_check_fr(coll->run_fr(c), ar ? "fr_allreduce" : "fr_bcast");
 }
 
 /* This rank's average time of one call over a block of n calls, in us. */
@@ -105,7 +105,7 @@ static void time_size(const osu_coll_t *coll, osu_ctx_t *c, osu_result_t *r)
     int iters = osu_default_iters(o, bytes), warm = osu_default_warmup(o, bytes);
     int nb = o->blocks < iters ? o->blocks : iters;
     int per = (iters + nb - 1) / nb;
-    double loc[2 * MAX_BLOCKS], vmax[2 * MAX_BLOCKS], vmin[2 * MAX_BLOCKS];
+    double loc[2 * OSU_MAX_BLOCKS], vmax[2 * OSU_MAX_BLOCKS], vmin[2 * OSU_MAX_BLOCKS];
 
     for (int j = 0; j < warm; j++) {
         run_one(coll, c, 0);
@@ -175,10 +175,23 @@ void osu_mpi_version(char *buf, size_t len)
     snprintf(buf, len, "%s", ver);
 }
 
-void osu_print_intro(const osu_coll_t *coll, const osu_ctx_t *c, const char *test)
+void osu_print_threads(fr_comm_t comm, int requested, int provided)
+{
+    char ver[MPI_MAX_LIBRARY_VERSION_STRING], progress[32];
+    osu_mpi_version(ver, sizeof ver);
+    fr_setting_text(fr_comm_settings(comm), FR_S_PROGRESS, progress, sizeof progress);
+    printf("# MPI: %s; thread level %s asked, %s provided\n", ver, osu_thread_level_name(requested),
+           osu_thread_level_name(provided));
+    printf("# FASTREDUCE_PROGRESS=%s%s\n", progress,
+           provided < MPI_THREAD_MULTIPLE && !strcmp(progress, "thread")
+               ? " (below MPI_THREAD_MULTIPLE the thread makes no MPI call: a request that needs MPI"
+                 " waits for the caller)" : "");
+}
+
+void osu_print_intro(const osu_ctx_t *c, const osu_coll_t *coll, const char *name)
 {
     const osu_opts_t *o = c->o;
-    printf("# OSU MPI-style fastreduce %s %s\n", coll->title, test);
+    printf("# OSU MPI-style fastreduce %s\n", name);
     printf("# Datatype: %s.\n", o->type_label);
     printf("# libfastreduce %s, %d ranks, fastreduce type %s", fr_version(), c->nranks,
            fr_dtype_name(o->dtype));
@@ -190,7 +203,9 @@ void osu_print_intro(const osu_coll_t *coll, const osu_ctx_t *c, const char *tes
 static void print_header(const osu_coll_t *coll, const osu_ctx_t *c, double mbw, size_t mbytes)
 {
     const osu_opts_t *o = c->o;
-    osu_print_intro(coll, c, "Latency Test");
+    char name[64];
+    snprintf(name, sizeof name, "%s Latency Test", coll->title);
+    osu_print_intro(c, coll, name);
     printf("# Avg Latency: median of %d blocks; a block's latency is the max over ranks of\n"
            "#   each rank's average time per call in the block (Min/Max: extremes of those\n"
            "#   per-rank block averages)\n", o->blocks);
@@ -328,7 +343,8 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
         printf("\n");
         fflush(stdout);
     }
-    double *loc = malloc(sizeof(double) * MAX_COMPARE * MAX_BLOCKS), *vmax = malloc(sizeof(double) * MAX_COMPARE * MAX_BLOCKS);
+    double *loc = malloc(sizeof(double) * MAX_COMPARE * OSU_MAX_BLOCKS);
+    double *vmax = malloc(sizeof(double) * MAX_COMPARE * OSU_MAX_BLOCKS);
     if (!loc || !vmax) osu_die("malloc", "out of memory");
     for (size_t size = o->min_size; size <= o->max_size; size *= 2) {
         c->count = size / c->esize;
@@ -369,7 +385,7 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
                 printf("%-*zu", OSU_SIZE_W, size);
                 for (int k = 0; k < n; k++) {
                     char h[64];
-                    double v[MAX_BLOCKS];   /* osu_median() sorts: the blocks stay in order for table/best */
+                    double v[OSU_MAX_BLOCKS];   /* osu_median() sorts: the blocks stay in order for table/best */
                     memcpy(v, vmax + k * nb, sizeof v[0] * (size_t)nb);
                     med[k] = osu_median(v, nb);
                     snprintf(h, sizeof h, "%s(us)", names[k]);
@@ -380,7 +396,7 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
                 /* table/best: the median over blocks of the ratio within a block, where the two
                  * columns ran one after the other, so a change of the machine's speed between
                  * blocks does not enter it */
-                double ratio[MAX_BLOCKS];
+                double ratio[OSU_MAX_BLOCKS];
                 for (int b = 0; table >= 0 && best >= 0 && b < nb; b++)
                     ratio[b] = vmax[table * nb + b] / vmax[best * nb + b];
                 if (table >= 0) printf(" %10.3f  %s", best >= 0 ? osu_median(ratio, nb) : 0.0, alg ? alg : "?");
@@ -415,12 +431,11 @@ static void device_buffers(osu_ctx_t *c, size_t bytes)
     osu_upload_bytes(c, bytes);
 }
 
-/* fr_comm_create on every rank; 0 when it failed somewhere (reported). */
-static int create_comm(osu_ctx_t *c, const osu_opts_t *o)
+int osu_create_comm(fr_comm_t *out, const char *algo)
 {
     fr_config_t cfg = FR_CONFIG_INIT;
-    cfg.algo = o->algo;
-    fr_status_t st = fr_comm_create(MPI_COMM_WORLD, &cfg, &c->comm);
+    cfg.algo = algo;
+    fr_status_t st = fr_comm_create(MPI_COMM_WORLD, &cfg, out);
     int ok = st == FR_SUCCESS, all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!ok) fprintf(stderr, "%s: rank %d: fr_comm_create failed: %s (%s)\n", osu_prog, osu_rank,
@@ -453,7 +468,7 @@ int osu_setup(int argc, char **argv, const osu_coll_t *coll, int nonblocking, os
     }
     /* fr_comm_destroy() is collective: ranks that did create a handle cannot
      * free it alone when another failed, so leave it to the process exit. */
-    if (!create_comm(c, o)) {
+    if (!osu_create_comm(&c->comm, o->algo)) {
         MPI_Finalize();
         return 1;
     }

@@ -14,6 +14,13 @@
 #include <mpi.h>
 #include "fastreduce.h"
 
+/* OSU's output: "%-10d" for the size column, FIELD_WIDTH and FLOAT_PRECISION for the others. */
+#define OSU_SIZE_W  10
+#define OSU_FIELD_W 18
+#define OSU_PREC     2
+/* The most timing blocks per size (--blocks). */
+#define OSU_MAX_BLOCKS 1000
+
 typedef enum { OSU_ALLREDUCE, OSU_BCAST } osu_kind_t;
 
 /* What the non-blocking programs do between the start and the wait. */
@@ -67,6 +74,9 @@ typedef struct osu_coll {
      * rule's parameters written there (fr_allreduce_choice: "shm chunk=1M") */
     const char *(*algorithm)(osu_ctx_t *c, char *label, size_t len);
     double      (*busbw_factor)(int nranks);           /* busbw = algbw * factor */
+    /* the same calls, non-blocking: fr_iallreduce / MPI_Iallreduce and the like */
+    fr_status_t (*start_fr)(osu_ctx_t *c, fr_request_t *req);
+    int         (*start_mpi)(osu_ctx_t *c, MPI_Request *req);
     /* Validation, in two halves around one call of the collective: fill
      * the host buffers (c->hs, c->hr) for round @p seed, inputs and
      * poisoned outputs; then count the wrong elements of the result in the
@@ -79,8 +89,11 @@ extern const osu_coll_t osu_allreduce;   /* osu_allreduce.c */
 extern const osu_coll_t osu_bcast;       /* osu_bcast.c */
 
 /* The whole program: MPI_Init, options, fr_comm_create, the size loop,
- * output, cleanup, MPI_Finalize. Returns the process exit status. */
+ * output, cleanup, MPI_Finalize. Returns the process exit status.
+ * osu_main times the blocking calls, osu_nb_main (osu_nb.c) the
+ * non-blocking ones. */
 int osu_main(int argc, char **argv, const osu_coll_t *coll);
+int osu_nb_main(int argc, char **argv, const osu_coll_t *coll);
 
 /* Element helpers for validation. Values are small integers, exact in every type. */
 void   osu_set(void *buf, size_t i, fr_dtype_t t, double v);
@@ -96,7 +109,7 @@ void   osu_upload(osu_ctx_t *c);
 void   osu_download(osu_ctx_t *c);
 void   osu_upload_bytes(osu_ctx_t *c, size_t bytes);
 
-/* ---- the driver's parts, shared by osu_common.c, osu_nb.c and fr_bench_group.c */
+/* ---- the driver's parts, for osu_common.c, osu_nb.c and the other programs */
 
 /* The program's name (for messages) and this rank in MPI_COMM_WORLD. */
 extern const char *osu_prog;
@@ -123,6 +136,10 @@ int    osu_init_mpi(int *argc, char ***argv, int def, int *requested);
 void   osu_mpi_version(char *buf, size_t len);
 /* Print "what failed: detail" for this rank and MPI_Abort. */
 void   osu_die(const char *what, const char *detail);
+/* osu_die unless the call named @p what returned success: a fastreduce
+ * status (its name and fr_last_error()) or an MPI error code (its string). */
+void   osu_check_fr(fr_status_t st, const char *what);
+void   osu_check_mpi(int rc, const char *what);
 /* The median of @p v (sorted in place). */
 double osu_median(double *v, int n);
 /* Timed and untimed iterations for a size of @p bytes (-i, -x, or the defaults). */
@@ -131,18 +148,28 @@ int    osu_default_warmup(const osu_opts_t *o, size_t bytes);
 /* Every size of the run: the first, and the next after @p size (0 past the last). */
 size_t osu_first_size(const osu_opts_t *o);
 size_t osu_next_size(const osu_opts_t *o, size_t size);
-/* The blocking call: the call validation makes. */
+/* The blocking call, and the non-blocking one started and waited for
+ * (osu_nb.c): the calls validation makes. */
 fr_status_t osu_call_blocking(const osu_coll_t *coll, osu_ctx_t *c);
+fr_status_t osu_call_nonblocking(const osu_coll_t *coll, osu_ctx_t *c);
 /* Validate the current size (c->count) with two rounds of @p call; 1 when
  * every rank's result is right (collective over the ranks). */
 int    osu_validate_size(const osu_coll_t *coll, osu_ctx_t *c, size_t size,
                          fr_status_t (*call)(const osu_coll_t *, osu_ctx_t *));
+/* fr_comm_create(MPI_COMM_WORLD) on every rank, @p algo as fr_config_t's;
+ * 0 when it failed on some rank (each such rank says why on stderr). */
+int    osu_create_comm(fr_comm_t *out, const char *algo);
 /* The set-up both drivers share: MPI, options, the communicator and the
  * buffers. -1: go on; else the exit status (MPI already finalised). */
 int    osu_setup(int argc, char **argv, const osu_coll_t *coll, int nonblocking, osu_opts_t *o, osu_ctx_t *c);
 void   osu_teardown(osu_ctx_t *c);
-/* The first header lines both drivers print: the test's name, the type,
- * the library, the ranks and the collective's arguments. */
-void   osu_print_intro(const osu_coll_t *coll, const osu_ctx_t *c, const char *test);
+/* The first header lines both drivers print: the test's name ("Allreduce
+ * Latency Test"), the type, the library, the ranks and the collective's
+ * arguments. */
+void   osu_print_intro(const osu_ctx_t *c, const osu_coll_t *coll, const char *name);
+/* The header lines of the non-blocking calls' conditions: the MPI library
+ * with the thread level asked and provided, and who runs the requests
+ * (FASTREDUCE_PROGRESS as @p comm has it). */
+void   osu_print_threads(fr_comm_t comm, int requested, int provided);
 
 #endif

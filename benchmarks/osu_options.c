@@ -15,7 +15,6 @@
 
 #define KIB ((size_t)1024)
 #define MIB (KIB * KIB)
-#define MAX_BLOCKS 1000
 #define MAX_COMPARE 16
 
 const char *osu_prog = "fr_osu";
@@ -189,7 +188,7 @@ static void usage(FILE *f, osu_kind_t kind, int nb)
     int ar = kind == OSU_ALLREDUCE;
     fprintf(f,
         "Usage: %s [options]\n"
-        "OSU-style %s test of fastreduce's %s%s (see docs/benchmarks.md).\n"
+        "OSU-style %s test of fastreduce's %s (see docs/benchmarks.md).\n"
         "  -m, --message-size [MIN:]MAX  sizes in bytes, doubling from MIN to MAX; MIN: or :MAX\n"
         "                                keep the other default; K, M, G suffixes (x1024) allowed\n"
         "                                (default %s:1M)\n"
@@ -207,8 +206,8 @@ static void usage(FILE *f, osu_kind_t kind, int nb)
         "  -d, --accelerator cuda|host   buffers in CUDA device memory (on GPU local_rank %% GPUs)\n"
         "                                or host memory (default host)\n"
         "%s",
-        osu_prog, nb ? "non-blocking latency and overlap" : "latency", ar ? "fr_allreduce()" : "fr_bcast()",
-        nb ? (ar ? " as fr_iallreduce()" : " as fr_ibcast()") : "", ar ? "4" : "1",
+        osu_prog, nb ? "non-blocking latency and overlap" : "latency",
+        nb ? (ar ? "fr_iallreduce()" : "fr_ibcast()") : (ar ? "fr_allreduce()" : "fr_bcast()"), ar ? "4" : "1",
         nb ? "  -f, --full                    also print the start, test and wait times, and Iterations\n"
            : "  -f, --full                    also print Min and Max latency and Iterations\n",
         ar ? "mpi_float" : "mpi_char",
@@ -380,8 +379,8 @@ static int parse_one(parse_state_t *p, int c, const char *arg, osu_opts_t *o)
     case OPT_VS_MPI: o->vs_mpi = 1; break;
     case OPT_COMPARE: parse_compare(p, arg, o); break;
     case OPT_BLOCKS:
-        if (osu_parse_uint(arg, MAX_BLOCKS, &v) || v < 1)
-            snprintf(p->bad, sizeof p->bad, "invalid blocks '%s' (1..%d)", arg, MAX_BLOCKS);
+        if (osu_parse_uint(arg, OSU_MAX_BLOCKS, &v) || v < 1)
+            snprintf(p->bad, sizeof p->bad, "invalid blocks '%s' (1..%d)", arg, OSU_MAX_BLOCKS);
         else o->blocks = (int)v;
         break;
     case OPT_COMPUTE: case OPT_TEST_EVERY: case OPT_THREAD_LEVEL: parse_nb(p, c, arg, o); break;
