@@ -7,7 +7,6 @@
  * docs/benchmarks.md. */
 #include "config.h"
 #include "osu_common.h"
-#include "internal.h"
 
 #include <errno.h>
 #include <stdio.h>
