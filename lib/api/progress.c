@@ -70,11 +70,17 @@ void fr_prog_destroy(struct fr_comm *comm)
     comm->prog = NULL;
 }
 
+/* A request's state is read without the queue's lock by callers that
+ * check whether it is done (request.c, fr_prog_advance), so it is written
+ * and read atomically everywhere. */
+static int state_of(const fr_work_t *w) { return __atomic_load_n(&w->state, __ATOMIC_ACQUIRE); }
+static void state_set(fr_work_t *w, int st) { __atomic_store_n(&w->state, st, __ATOMIC_RELEASE); }
+
 /* Mark @p w done with its final status (lock held). */
 static void set_done(struct fr_prog *P, fr_work_t *w)
 {
     if (w->number) P->open--;
-    __atomic_store_n(&w->state, FR_REQ_DONE, __ATOMIC_RELEASE);
+    state_set(w, FR_REQ_DONE);
 }
 
 /* Complete the issued requests whose GPU work has finished (lock held). */
@@ -130,7 +136,7 @@ static void run_head(struct fr_prog *P, struct fr_comm *comm)
     P->head = w->next;
     if (!P->head) P->tail = NULL;
     w->next = NULL;
-    w->state = FR_REQ_RUNNING;
+    state_set(w, FR_REQ_RUNNING);
     P->busy = 1;
     pthread_mutex_unlock(&P->lock);
     fr_status_t st = run_work(comm, w);
@@ -138,7 +144,7 @@ static void run_head(struct fr_prog *P, struct fr_comm *comm)
     P->busy = 0;
     w->status = st;
     if (st == FR_SUCCESS && w->event) {
-        w->state = FR_REQ_ISSUED;
+        state_set(w, FR_REQ_ISSUED);
         w->next = P->issued;
         P->issued = w;
     } else if (w->done) {
@@ -221,7 +227,7 @@ static void thread_start(struct fr_comm *comm, struct fr_prog *P)
 static void enqueue(struct fr_prog *P, fr_work_t *w)
 {
     w->next = NULL;
-    w->state = FR_REQ_QUEUED;
+    state_set(w, FR_REQ_QUEUED);
     if (P->tail) P->tail->next = w;
     else P->head = w;
     P->tail = w;
@@ -274,27 +280,27 @@ int fr_prog_unprompted(struct fr_comm *comm)
 /* Whether a caller advancing @p w runs the head now (lock held). */
 static int caller_runs(const struct fr_prog *P, const fr_work_t *w, int wait)
 {
-    if (!P->head || P->busy || w->state != FR_REQ_QUEUED) return 0;
+    if (!P->head || P->busy || state_of(w) != FR_REQ_QUEUED) return 0;
     return wait || P->caller || !P->thread_on || P->head->parked;
 }
 
 int fr_prog_advance(fr_work_t *w, int wait)
 {
-    if (__atomic_load_n(&w->state, __ATOMIC_ACQUIRE) == FR_REQ_DONE) return 1;
+    if (state_of(w) == FR_REQ_DONE) return 1;
     struct fr_comm *comm = w->comm;   /* (alive: the caller holds it, fr_prog_hold) */
     struct fr_prog *P = comm->prog;
     uint64_t polls = 0;
     pthread_mutex_lock(&P->lock);
     P->waiters++;
-    while (w->state != FR_REQ_DONE) {
+    while (state_of(w) != FR_REQ_DONE) {
         if (P->issued) poll_issued(P);
-        if (w->state == FR_REQ_DONE) break;
+        if (state_of(w) == FR_REQ_DONE) break;
         if (caller_runs(P, w, wait)) {
             run_head(P, comm);
             continue;
         }
         if (!wait) break;
-        if (w->state == FR_REQ_ISSUED) {
+        if (state_of(w) == FR_REQ_ISSUED) {
             /* (the GPU's work: polled, as no thread is told when it ends) */
             pthread_mutex_unlock(&P->lock);
             fr_backoff(&polls, comm->spin);
@@ -303,7 +309,7 @@ int fr_prog_advance(fr_work_t *w, int wait)
         }
         pthread_cond_wait(&P->done, &P->lock);
     }
-    int done = w->state == FR_REQ_DONE;
+    int done = state_of(w) == FR_REQ_DONE;
     P->waiters--;
     pthread_mutex_unlock(&P->lock);
     return done;
