@@ -102,10 +102,9 @@ static fr_status_t run_work(struct fr_comm *comm, fr_work_t *w)
 {
     fr_status_t st;
     fr_mem_t mem = w->group ? w->group->mem : w->call.mem;
-    if (w->number && mem == FR_MEM_CUDA) {
-        fr_device_use(fr_device_of(w->group ? w->group->recv[0] : w->call.recvbuf));
-        w->call.async = 1;
-    }
+    const int evented = w->number && mem == FR_MEM_CUDA && !w->done;
+    if (w->number && mem == FR_MEM_CUDA) fr_device_use(fr_device_of(w->group ? w->group->recv[0] : w->call.recvbuf));
+    if (evented) w->call.async = 1;
     if (comm->broken) {
         st = FR_ERROR(FR_ERR_BAD_COMM, "the communicator is unusable since a collective failed on it (%s)",
                       comm->broken_why);
@@ -115,7 +114,7 @@ static fr_status_t run_work(struct fr_comm *comm, fr_work_t *w)
         st = fr_dispatch(comm, &w->call);
         w->alg = fr_last_algorithm();
     }
-    if (st == FR_SUCCESS && w->number && mem == FR_MEM_CUDA) st = fr_device_event_record(NULL, &w->event);
+    if (st == FR_SUCCESS && evented) st = fr_device_event_record(NULL, &w->event);
     if (st != FR_SUCCESS && w->number)
         snprintf(w->detail, sizeof w->detail, "request %lu (call #%lu on its communicator): %s",
                  (unsigned long)w->number, (unsigned long)comm->seq, fr_last_error());
@@ -142,6 +141,13 @@ static void run_head(struct fr_prog *P, struct fr_comm *comm)
         w->state = FR_REQ_ISSUED;
         w->next = P->issued;
         P->issued = w;
+    } else if (w->done) {
+        /* (outside the lock: the callback may call MPI) */
+        P->open--;
+        pthread_mutex_unlock(&P->lock);
+        w->done(w->done_arg, st, w->detail);
+        free(w);
+        pthread_mutex_lock(&P->lock);
     } else {
         set_done(P, w);   /* (a waiter may free w from here on) */
     }
@@ -233,6 +239,36 @@ fr_status_t fr_prog_start(struct fr_comm *comm, fr_work_t *w)
     enqueue(P, w);
     pthread_mutex_unlock(&P->lock);
     return FR_SUCCESS;
+}
+
+fr_status_t fr_request_start_detached(struct fr_comm *comm, const fr_call_t *call,
+                                      void (*done)(void *arg, fr_status_t st, const char *detail), void *arg)
+{
+    struct fr_prog *P = comm->prog;
+    fr_work_t *w = calloc(1, sizeof *w);
+    if (!w) return FR_ERROR(FR_ERR_NO_MEMORY, "out of memory for a request");
+    w->call = *call;
+    w->done = done;
+    w->done_arg = arg;
+    pthread_mutex_lock(&P->lock);
+    if (!P->caller && !P->thread_on) thread_start(comm, P);
+    if (P->caller) {
+        pthread_mutex_unlock(&P->lock);
+        free(w);
+        return FR_ERROR(FR_ERR_NOT_SUPPORTED, "requests of this communicator run only when the caller asks "
+                        "(FASTREDUCE_PROGRESS=caller, or no progress thread)");
+    }
+    w->comm = comm;
+    w->number = ++P->numbered;
+    P->open++;
+    enqueue(P, w);
+    pthread_mutex_unlock(&P->lock);
+    return FR_SUCCESS;
+}
+
+int fr_prog_unprompted(struct fr_comm *comm)
+{
+    return !comm->prog->caller && comm->prog->mpi_ok;
 }
 
 /* Whether a caller advancing @p w runs the head now (lock held). */

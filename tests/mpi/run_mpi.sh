@@ -30,7 +30,7 @@ QUICK=${FASTREDUCE_TEST_QUICK:-0}
 [ "$QUICK" = 0 ] && QUICK=
 EXTRA=${FR_MPIEXEC_FLAGS:-}
 
-for p in test_coll test_args test_select test_setup test_bind test_fakedev test_fault test_kill test_threads soak mpi_program mpi_program_linked skip_program; do
+for p in test_coll test_args test_select test_setup test_bind test_fakedev test_fault test_kill test_threads test_idle soak mpi_program mpi_program_linked skip_program; do
     if [ ! -x "$BIN/$p" ]; then
         echo "run_mpi.sh: $BIN/$p not found (build with make check, or set top_builddir)" >&2
         exit 99
@@ -286,6 +286,10 @@ run_one 2 "" soak --short
 for np in 2 3; do
     run_one "$np" "FASTREDUCE_SPIN=20" test_threads
 done
+# Requests with nothing queued: a progress thread per communicator (none
+# with FASTREDUCE_PROGRESS=caller), asleep: no CPU over idle seconds.
+run_one 2 "" test_idle
+run_one 2 "FASTREDUCE_PROGRESS=caller" test_idle
 # Ranks that do not call alike: FASTREDUCE_CHECK mismatches, and a rank
 # skipping a collective under FASTREDUCE_TIMEOUT with every algorithm
 # (also with our UCX on TCP sockets, where a peer's gone endpoint shows)
