@@ -3,9 +3,9 @@
  * them).
  *
  * fastreduce: one grouped allreduce (op avg) of the layer's two buffers,
- * weights and bias, which the library fuses into one message while they fit
- * in FASTREDUCE_FUSION_BYTES. mpi: one allreduce (sum) of the pair, which
- * lie adjacent, then a division by the number of ranks.
+ * weights and bias, which the library packs into one message while both are
+ * small (FASTREDUCE_FUSION_BUFFER_MAX). mpi: one allreduce (sum) of the
+ * pair, which lie adjacent, then a division by the number of ranks.
  *
  * Both modes make the same calls on the same buffers in the same order,
  * started (--overlap on) or blocking (off): a request runs the algorithm the

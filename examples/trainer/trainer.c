@@ -164,20 +164,42 @@ static void setup(run_t *r)
     if (me == 0) print_setup(r);
 }
 
+/* The library's default FASTREDUCE_FUSION_BUFFER_MAX (docs/environment.md):
+ * a grouped call packs only buffers of at most this many bytes. */
+#define FUSION_BUFFER_MAX 65536u
+
+/* The element counts of layer l's messages as its grouped call makes them
+ * under the library's default settings: weights and bias packed into one
+ * while both are small, else each alone. Returns how many. */
+static int layer_messages(const shape_t *s, int l, size_t out[2])
+{
+    size_t w = (size_t)s->fan_in[l] * s->fan_out[l], b = (size_t)s->fan_out[l];
+    if ((w > b ? w : b) * sizeof(float) <= FUSION_BUFFER_MAX) {
+        out[0] = w + b;
+        return 1;
+    }
+    out[0] = w;
+    out[1] = b;
+    return 2;
+}
+
 /* The algorithm per message size, each size once, in the order the layers
- * reduce. It takes a layer's weights and bias as one message, which they
- * are while they fit in FASTREDUCE_FUSION_BYTES. */
+ * reduce (a report: other FASTREDUCE_FUSION_* settings make other
+ * messages). Layers come in at most three shapes, so six sizes. */
 static void algorithms(const run_t *r, char *buf, size_t len)
 {
     const shape_t *s = &r->shape;
-    size_t k = (size_t)snprintf(buf, len, "; fastreduce:");
-    for (int l = s->nlayer - 1; l >= 0 && k < len; l--) {
-        int seen = 0;
-        for (int j = s->nlayer - 1; j > l; j--) seen |= layer_count(s, j) == layer_count(s, l);
-        if (!seen)
-            k += (size_t)snprintf(buf + k, len - k, "%s %zu B -> %s", l == s->nlayer - 1 ? "" : ",",
-                                  layer_count(s, l) * sizeof(float),
-                                  fr_allreduce_algorithm(r->comm, layer_count(s, l), FR_FLOAT32, FR_AVG));
+    size_t sizes[6], nsizes = 0, k = (size_t)snprintf(buf, len, "; fastreduce:");
+    for (int l = s->nlayer - 1; l >= 0; l--) {
+        size_t msg[2];
+        for (int m = 0, nm = layer_messages(s, l, msg); m < nm && k < len; m++) {
+            size_t i = 0;
+            while (i < nsizes && sizes[i] != msg[m]) i++;
+            if (i < nsizes || nsizes == 6) continue;
+            sizes[nsizes++] = msg[m];
+            k += (size_t)snprintf(buf + k, len - k, "%s %zu B -> %s", nsizes > 1 ? "," : "", msg[m] * sizeof(float),
+                                  fr_allreduce_algorithm(r->comm, msg[m], FR_FLOAT32, FR_AVG));
+        }
     }
 }
 

@@ -487,20 +487,22 @@ pass_fail $ok "interposer np=3: MPI_Allreduce counts differ under FASTREDUCE_CHE
 
 # The Horovod-style trainer (examples/trainer): 3 epochs at 2 and 3 ranks,
 # fastreduce with --overlap on and off, and mpi (on at 2 ranks, off at 3, so
-# that both of its paths run); 3 ranks train a deeper, narrower model than
-# the default. The loss falls; the parameters end bit-identical on every
-# rank, and the same bit for bit with overlap on and off (the same messages
-# in the same order; --save-params); every epoch line has the time split
-# with exposed <= communication (the exposed calls lie within the time the
-# reductions are in flight) and the algorithm per layer size; the backends'
-# final losses agree within 1e-4 relative (sums in another order, and avg's
-# one division against the mpi backend's, change the last bits).
+# that both of its paths run); 3 ranks train a deeper model, whose middle
+# layers' weights are too large to pack (FASTREDUCE_FUSION_BUFFER_MAX) and
+# go as messages of their own. The loss falls; the parameters end
+# bit-identical on every rank, and the same bit for bit with overlap on and
+# off (the same messages in the same order; --save-params); every epoch line
+# has the time split with exposed <= communication (the exposed calls lie
+# within the time the reductions are in flight) and the algorithm per
+# message size; the backends' final losses agree within 1e-4 relative (sums
+# in another order, and avg's one division against the mpi backend's,
+# change the last bits).
 TRAINER=$top_builddir/examples/trainer/fr_trainer
 tdata="$LOGDIR/trainer.data"
 final_re='s/^fr_trainer: final loss ([0-9.]+) \(first epoch ([0-9.]+)\); parameters bit-identical on all ranks: yes$/\1 \2/p'
 for np in 2 3; do
     model=() sizes="1040 4352 16640" mpiov=on
-    [ $np = 3 ] && model=(--layers 4 --hidden 32) sizes="528 2176 4224" mpiov=off
+    [ $np = 3 ] && model=(--layers 4 --hidden 130) sizes="2096 67600 520 8840" mpiov=off
     for run in fastreduce-on fastreduce-off mpi-$mpiov; do
         mk=(--data "$tdata"); [ "$np$run" = 2fastreduce-on ] && mk=(--make-data "$tdata")
         ilaunch $np "$LOGDIR/trainer-$np-$run.out" "$LOGDIR/trainer-$np-$run.err" -- "$TRAINER" "${mk[@]}" \
@@ -510,7 +512,7 @@ for np in 2 3; do
     read -r lf l1f < <(sed -nE "$final_re" "$on.out")
     read -r lo l1o < <(sed -nE "$final_re" "$off.out")
     read -r lm l1m < <(sed -nE "$final_re" "$m.out")
-    # epoch lines: the split, exposed <= communication, and (fastreduce) each layer size's algorithm once
+    # epoch lines: the split, exposed <= communication, and (fastreduce) each message size's algorithm once
     epochs=$(cat "$on.out" "$off.out" "$m.out" | awk -v sizes="$sizes" '
         /^epoch / {
             if (!match($0, /data [0-9.]+%, compute [0-9.]+%, communication [0-9.]+%, exposed [0-9.]+% \([0-9]+ steps x [0-9]+ (fr_iallreduce_group|fr_allreduce_group|MPI_Iallreduce|MPI_Allreduce)\)/)) next
