@@ -305,27 +305,39 @@ static void time_variants(group_t *g, int nvar, double *t)
 
 /* ----------------------------------------------------------------- output */
 
-static void print_header(const group_t *g)
+/* The header's lines on the buffers and on what the grouped calls pack:
+ * buffers of at most FASTREDUCE_FUSION_BUFFER_MAX bytes, consecutive ones
+ * into fusion buffers of at most FASTREDUCE_FUSION_BYTES (none when 0). */
+static void print_buffers(const group_t *g)
 {
     const group_opts_t *o = g->o;
-    char fusion[32];
-    size_t small = 0, lo = SIZE_MAX, hi = 0;
+    const fr_settings_t *st = fr_comm_settings(g->comm);
+    char fusion[32], bufmax[32];
+    size_t packed = 0, lo = SIZE_MAX, hi = 0;
     for (size_t i = 0; i < g->n; i++) {
-        small += g->counts[i] * ESIZE < 64 * KIB;
+        packed += st->fusion_bytes && g->counts[i] * ESIZE <= st->fusion_buffer_max;
         lo = g->counts[i] < lo ? g->counts[i] : lo;
         hi = g->counts[i] > hi ? g->counts[i] : hi;
     }
-    fr_setting_text(fr_comm_settings(g->comm), FR_S_FUSION_BYTES, fusion, sizeof fusion);
+    fr_setting_text(st, FR_S_FUSION_BYTES, fusion, sizeof fusion);
+    fr_setting_text(st, FR_S_FUSION_BUFFER_MAX, bufmax, sizeof bufmax);
+    printf("# %zu buffers, %s from %zu to %zu bytes: %.2f MiB in all\n", g->n,
+           o->model ? "weights and biases (--mix model), weights" : "geometric", o->min, o->max,
+           (double)(g->total * ESIZE) / (double)MIB);
+    printf("#   (smallest %zu bytes, largest %zu)\n", lo * ESIZE, hi * ESIZE);
+    printf("# FASTREDUCE_FUSION_BYTES=%s, FASTREDUCE_FUSION_BUFFER_MAX=%s: the grouped calls pack the %zu\n"
+           "#   buffers of at most %s into fusion buffers of at most %s, each reduced as one message; the\n"
+           "#   others are reduced where they lie\n", fusion, bufmax, packed, bufmax, fusion);
+}
+
+static void print_header(const group_t *g)
+{
+    const group_opts_t *o = g->o;
     printf("# fastreduce grouped allreduce: a model's gradients, float32, sum\n");
     printf("# libfastreduce %s, %d ranks, algorithm %s\n", fr_version(), g->nranks,
            o->algo ? o->algo : "from the tuning table");
     osu_print_threads(g->comm, o->thread_level, o->thread_provided);
-    printf("# %zu buffers, %s from %zu to %zu bytes: %.2f MiB in all, %zu of them below 64 KiB\n", g->n,
-           o->model ? "weights and biases (--mix model), weights" : "geometric", o->min, o->max,
-           (double)(g->total * ESIZE) / (double)MIB, small);
-    printf("#   (smallest %zu bytes, largest %zu)\n", lo * ESIZE, hi * ESIZE);
-    printf("# FASTREDUCE_FUSION_BYTES=%s: the grouped calls pack consecutive buffers into fusion buffers of\n"
-           "#   at most that, each reduced as one message\n", fusion);
+    print_buffers(g);
     printf("# each time: the median over %d repetitions of the max over ranks of one repetition (all the\n"
            "#   buffers); the variants take turns, a different one first each repetition\n", o->iters);
     printf("# x per-buffer = fr_allreduce per buffer / this (>1: faster)%s\n",
