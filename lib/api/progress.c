@@ -1,3 +1,4 @@
+#define _GNU_SOURCE   /* SCHED_BATCH */
 /* The progress engine: each communicator has a queue of collectives that
  * run one at a time in the order they were started, which is the order
  * every rank keeps. A runner (the communicator's progress thread, or a
@@ -11,6 +12,7 @@
  * collective to its end would then wait on one communicator for ranks that
  * wait on the other. */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,6 +190,13 @@ static void *thread_main(void *arg)
 {
     struct fr_comm *comm = arg;
     struct fr_prog *P = comm->prog;
+    /* A woken thread of the default policy preempts the thread that woke
+     * it: the program's thread, in the middle of starting a request, would
+     * wait for the whole collective before it could go on to compute. As a
+     * batch thread it runs on a free core at once, or on the caller's when
+     * the caller sleeps or waits. */
+    struct sched_param sp = {0};
+    pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
     pthread_mutex_lock(&P->lock);
     while (!P->stop) {
         fr_work_t *h = P->head;
