@@ -1,279 +1,311 @@
-/* fr_trainer: data-parallel training of a small multilayer perceptron the
- * way Horovod does it, on fastreduce (or on MPI, for comparison).
+/* fr_trainer: data-parallel training of a multilayer perceptron the way
+ * Horovod and PyTorch's DDP do it, on fastreduce (or on MPI, for
+ * comparison).
  *
  *   - rank 0 initialises the parameters and broadcasts them;
  *   - each rank reads its shard of the data set from a file every epoch
  *     (as a trainer reads from shared storage);
- *   - after each step's backward pass the gradients of all layers are packed
- *     into fusion buffers of at most --fusion bytes (like
- *     HOROVOD_FUSION_THRESHOLD) and averaged with fr_allreduce (op avg), or
- *     with MPI_Allreduce (sum) and a division (--backend mpi);
- *   - SGD steps; rank 0 prints each epoch's loss and accuracy, and where the
- *     time went: data loading, compute, communication (percent of the epoch)
- *     and the algorithm fastreduce chose for each fusion buffer size;
+ *   - the backward pass hands each layer's gradients, last layer first, to
+ *     an allreduce that averages them over the ranks (reduce.c): started at
+ *     once and waited for before the SGD step (--overlap on), or made
+ *     blocking after the backward pass (--overlap off);
+ *   - rank 0 prints each epoch's loss and accuracy, and where the time went:
+ *     data loading, compute, communication and the part of it that was
+ *     exposed (percent of the epoch), and the algorithm fastreduce chose for
+ *     each message size;
  *   - at the end every rank checks that its parameters are bit-identical to
- *     rank 0's.
+ *     rank 0's; --save-params writes rank 0's, to compare runs.
  *
  * The data set: --make-data FILE writes a deterministic one (Gaussian
- * clusters, 16 features, 4 classes, 8192 samples; format in make_data()).
- *
- * Usage: mpirun -np N fr_trainer [--data FILE] [--make-data FILE] [--epochs E]
- *        [--batch B] [--lr LR] [--fusion BYTES] [--backend fastreduce|mpi]
+ * clusters, 16 features, 4 classes, 8192 samples; format in data.c).
+ * The model: --layers L weight layers, 16 -> N x (L - 1) -> 4 with
+ * --hidden N (default 3 layers of 64: 16-64-64-4).
  */
-#include <errno.h>
-#include <math.h>
-#include <mpi.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fastreduce.h>
+#include "trainer.h"
 
-#define NF 16      /* features */
-#define NH 64      /* hidden units per layer */
-#define NC 4       /* classes */
-#define NLAYER 3
+int me, np;
 
-static const int fan_in[NLAYER] = { NF, NH, NH }, fan_out[NLAYER] = { NH, NH, NC };
-
-typedef struct { float *w[NLAYER], *b[NLAYER]; } model_t;   /* views into one flat array */
-
-static int me, np;
-
-static void die(const char *msg)
+void die(const char *msg)
 {
     fprintf(stderr, "fr_trainer (rank %d): %s\n", me, msg);
     MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
-/* A small deterministic generator (splitmix64), the same on every machine. */
-static uint64_t rng_state;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static double uniform(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
-static double gauss(void) { return sqrt(-2 * log(uniform() + 1e-300)) * cos(6.283185307179586 * uniform()); }
+static const char usage[] =
+    "usage: fr_trainer [--data FILE] [--make-data FILE] [--epochs E] [--batch B] [--lr LR]\n"
+    "                  [--hidden N] [--layers L] [--overlap on|off] [--backend fastreduce|mpi]\n"
+    "                  [--save-params FILE]\n"
+    "  --hidden N, --layers L  L weight layers, 16 -> N x (L - 1) -> 4 (default 64 and 3)\n"
+    "  --overlap on   (default) the backward pass starts each layer's allreduce of its\n"
+    "                 gradients as soon as it has them, last layer first (fr_iallreduce_group\n"
+    "                 of weights and bias, op avg; MPI_Iallreduce with --backend mpi); the\n"
+    "                 SGD step waits for them all (fr_waitall; MPI_Waitall)\n"
+    "  --overlap off  the same allreduces, blocking, after the backward pass\n"
+    "                 (fr_allreduce_group; MPI_Allreduce): the same messages in the same\n"
+    "                 order, so fastreduce gives the same bits in both modes\n"
+    "  --save-params FILE  rank 0 writes its final parameters there (float32, layer by\n"
+    "                 layer: weights fan_in x fan_out row-major, then bias)\n";
 
-/* File: "FRDATA1\n", then int32 n, nfeatures, nclasses, then n records of
- * nfeatures float32 and one int32 label (little-endian). */
-static void make_data(const char *path, int n)
+typedef struct opts {
+    const char *data, *make, *save;
+    int use_fr, overlap, epochs, batch, hidden, layers;
+    double lr;
+} opts_t;
+
+/* An integer in [lo, hi] into *out: 1, or 0 for anything else. */
+static int int_in(const char *v, long lo, long hi, int *out)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) die("cannot write the data file");
-    int32_t hdr[3] = { n, NF, NC };
-    fwrite("FRDATA1\n", 1, 8, f);
-    fwrite(hdr, sizeof hdr, 1, f);
-    rng_state = 12345;
-    float centre[NC][NF];
-    for (int c = 0; c < NC; c++)
-        for (int j = 0; j < NF; j++) centre[c][j] = (float)(0.4 * gauss());  /* overlapping: learnt over epochs */
-    for (int i = 0; i < n; i++) {
-        int32_t label = (int32_t)(rnd() % NC);
-        float x[NF];
-        for (int j = 0; j < NF; j++) x[j] = centre[label][j] + (float)gauss();
-        fwrite(x, sizeof x, 1, f);
-        fwrite(&label, sizeof label, 1, f);
+    char *end = NULL;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || x < lo || x > hi) return 0;
+    *out = (int)x;
+    return 1;
+}
+
+static int on_off(const char *v, int *out)
+{
+    if (strcmp(v, "on") && strcmp(v, "off")) return 0;
+    *out = !strcmp(v, "on");
+    return 1;
+}
+
+static int backend_of(const char *v, int *use_fr)
+{
+    if (strcmp(v, "fastreduce") && strcmp(v, "mpi")) return 0;
+    *use_fr = !strcmp(v, "fastreduce");
+    return 1;
+}
+
+/* Every option takes a value; 0 for a bad command line. */
+static int parse(int argc, char **argv, opts_t *o)
+{
+    *o = (opts_t){ .data = "fr_trainer.data", .use_fr = 1, .overlap = 1, .epochs = 5, .batch = 32,
+                   .hidden = 64, .layers = 3, .lr = 0.05 };
+    for (int i = 1; i < argc; i += 2) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (!v) return 0;
+        if (!strcmp(a, "--data")) o->data = v;
+        else if (!strcmp(a, "--make-data")) o->make = v;
+        else if (!strcmp(a, "--save-params")) o->save = v;
+        else if (!strcmp(a, "--backend") && backend_of(v, &o->use_fr)) {}
+        else if (!strcmp(a, "--overlap") && on_off(v, &o->overlap)) {}
+        else if (!strcmp(a, "--epochs") && int_in(v, 1, 1000000, &o->epochs)) {}
+        else if (!strcmp(a, "--batch") && int_in(v, 1, 1 << 20, &o->batch)) {}
+        else if (!strcmp(a, "--hidden") && int_in(v, 1, 1 << 14, &o->hidden)) {}
+        else if (!strcmp(a, "--layers") && int_in(v, 1, 1000, &o->layers)) {}
+        else if (!strcmp(a, "--lr") && (o->lr = strtod(v, &end)) > 0 && !*end) {}
+        else return 0;
     }
-    if (fclose(f)) die("writing the data file failed");
+    return 1;
 }
 
-/* This rank's shard (records r, r + np, ...), read from the file. */
-static int load_shard(const char *path, float **xs, int32_t **ys)
+/* Everything a run holds. */
+typedef struct run {
+    opts_t o;
+    shape_t shape;
+    tensors_t m, g;
+    work_t wk;
+    reducer_t red;
+    fr_comm_t comm;
+    float *xs;
+    int32_t *ys;
+    int thread_level;
+} run_t;
+
+static const char *level_name(int level)
 {
-    FILE *f = fopen(path, "rb");
-    char magic[8];
-    int32_t hdr[3];
-    if (!f || fread(magic, 1, 8, f) != 8 || memcmp(magic, "FRDATA1\n", 8) || fread(hdr, sizeof hdr, 1, f) != 1 ||
-        hdr[0] <= 0 || hdr[1] != NF || hdr[2] != NC)
-        die("the data file is missing or not an FRDATA1 file of 16 features and 4 classes (see --make-data)");
-    int n = (hdr[0] - me + np - 1) / np, k = 0;
-    *xs = realloc(*xs, sizeof(float) * NF * (size_t)n);
-    *ys = realloc(*ys, sizeof(int32_t) * (size_t)n);
-    long rec = (long)(sizeof(float) * NF + sizeof(int32_t));
-    for (int i = me; i < hdr[0]; i += np, k++) {
-        if (fseek(f, 8 + (long)sizeof hdr + rec * i, SEEK_SET) || fread(*xs + (size_t)k * NF, sizeof(float), NF, f) != NF ||
-            fread(*ys + k, sizeof(int32_t), 1, f) != 1)
-            die("short read in the data file");
+    return level == MPI_THREAD_MULTIPLE ? "multiple" : level == MPI_THREAD_SERIALIZED ? "serialized"
+         : level == MPI_THREAD_FUNNELED ? "funneled" : "single";
+}
+
+/* Rank 0's first lines: the set-up. */
+static void print_setup(const run_t *r)
+{
+    const shape_t *s = &r->shape;
+    char model[64];
+    if (s->nlayer == 1) snprintf(model, sizeof model, "%d-%d", NF, NC);
+    else if (s->nlayer <= 4) {
+        size_t k = (size_t)snprintf(model, sizeof model, "%d", NF);
+        for (int l = 0; l < s->nlayer; l++) k += (size_t)snprintf(model + k, sizeof model - k, "-%d", s->fan_out[l]);
+    } else snprintf(model, sizeof model, "%d-%dx%d-%d", NF, r->o.hidden, s->nlayer - 1, NC);
+    printf("fr_trainer: %d ranks, backend %s, overlap %s, MPI thread level %s, model %s (%zu parameters, "
+           "%zu bytes), batch %d per rank, lr %g\n", np, r->o.use_fr ? "fastreduce" : "mpi",
+           r->o.overlap ? "on" : "off", level_name(r->thread_level), model, s->n, s->n * sizeof(float), r->o.batch,
+           r->o.lr);
+    /* below MPI_THREAD_MULTIPLE the progress thread makes no MPI calls: a
+     * request that needs MPI waits for fr_waitall */
+    if (r->o.use_fr && r->o.overlap && r->thread_level != MPI_THREAD_MULTIPLE)
+        printf("fr_trainer: without MPI_THREAD_MULTIPLE, requests whose algorithm needs MPI run in fr_waitall\n");
+}
+
+/* Model, buffers and communicator; rank 0's parameters broadcast. */
+static void setup(run_t *r)
+{
+    if (r->o.make) {
+        if (me == 0) make_data(r->o.make, 8192);
+        MPI_Barrier(MPI_COMM_WORLD);
+        r->o.data = r->o.make;
     }
-    fclose(f);
-    return n;
+    shape_make(&r->shape, r->o.layers, r->o.hidden);
+    if (r->shape.n > (size_t)2147483647) die("the model has more parameters than an MPI count holds");
+    tensors_make(&r->m, &r->shape);
+    tensors_make(&r->g, &r->shape);
+    work_make(&r->wk, &r->shape, r->o.batch);
+    if (r->o.use_fr && fr_comm_create(MPI_COMM_WORLD, NULL, &r->comm) != FR_SUCCESS) die(fr_last_error());
+    reducer_make(&r->red, &r->shape, &r->g, r->comm, r->o.overlap);
+    if (me == 0) model_init(&r->m, &r->shape);
+    if (r->o.use_fr ? fr_bcast(r->m.flat, r->shape.n, FR_FLOAT32, 0, r->comm) != FR_SUCCESS
+                    : MPI_Bcast(r->m.flat, (int)r->shape.n, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+        die("broadcast of the parameters failed");
+    if (me == 0) print_setup(r);
 }
 
-static size_t nparams(void)
-{
-    size_t n = 0;
-    for (int l = 0; l < NLAYER; l++) n += (size_t)fan_in[l] * fan_out[l] + fan_out[l];
-    return n;
-}
+/* The library's default FASTREDUCE_FUSION_BUFFER_MAX (docs/environment.md):
+ * a grouped call packs only buffers of at most this many bytes. */
+#define FUSION_BUFFER_MAX 65536u
 
-static void views(float *flat, model_t *m)
+/* The element counts of layer l's messages as its grouped call makes them
+ * under the library's default settings: weights and bias packed into one
+ * while both are small, else each alone. Returns how many. */
+static int layer_messages(const shape_t *s, int l, size_t out[2])
 {
-    for (int l = 0; l < NLAYER; l++) {
-        m->w[l] = flat;
-        flat += (size_t)fan_in[l] * fan_out[l];
-        m->b[l] = flat;
-        flat += fan_out[l];
+    size_t w = (size_t)s->fan_in[l] * s->fan_out[l], b = (size_t)s->fan_out[l];
+    if ((w > b ? w : b) * sizeof(float) <= FUSION_BUFFER_MAX) {
+        out[0] = w + b;
+        return 1;
     }
+    out[0] = w;
+    out[1] = b;
+    return 2;
 }
 
-/* Forward and backward over one batch: adds the gradients of the mean loss
- * into g, returns the summed loss and counts correct predictions. */
-static double step(const model_t *m, model_t *g, const float *x, const int32_t *y, int nb, int *correct)
+/* The algorithm per message size, each size once, in the order the layers
+ * reduce (a report: other FASTREDUCE_FUSION_* settings make other
+ * messages). Layers come in at most three shapes, so six sizes. */
+static void algorithms(const run_t *r, char *buf, size_t len)
 {
-    float a[NLAYER + 1][NH > NF ? NH : NF], d[NLAYER + 1][NH];
-    double loss = 0;
-    for (int s = 0; s < nb; s++) {
-        memcpy(a[0], x + (size_t)s * NF, sizeof(float) * NF);
-        for (int l = 0; l < NLAYER; l++)
-            for (int o = 0; o < fan_out[l]; o++) {
-                float v = m->b[l][o];
-                for (int i = 0; i < fan_in[l]; i++) v += m->w[l][i * fan_out[l] + o] * a[l][i];
-                a[l + 1][o] = l < NLAYER - 1 && v < 0 ? 0 : v;   /* ReLU but at the output */
-            }
-        float mx = a[NLAYER][0], sum = 0, p[NC];
-        int arg = 0;
-        for (int c = 1; c < NC; c++) if (a[NLAYER][c] > mx) mx = a[NLAYER][c], arg = c;
-        for (int c = 0; c < NC; c++) sum += p[c] = expf(a[NLAYER][c] - mx);
-        loss += -log(p[y[s]] / sum);
-        *correct += arg == y[s];
-        for (int c = 0; c < NC; c++) d[NLAYER][c] = (p[c] / sum - (c == y[s])) / (float)nb;
-        for (int l = NLAYER - 1; l >= 0; l--) {
-            for (int i = 0; i < fan_in[l]; i++) {
-                float back = 0;
-                for (int o = 0; o < fan_out[l]; o++) {
-                    g->w[l][i * fan_out[l] + o] += a[l][i] * d[l + 1][o];
-                    back += m->w[l][i * fan_out[l] + o] * d[l + 1][o];
-                }
-                if (l > 0) d[l][i] = a[l][i] > 0 ? back : 0;
-            }
-            for (int o = 0; o < fan_out[l]; o++) g->b[l][o] += d[l + 1][o];
+    const shape_t *s = &r->shape;
+    size_t sizes[6], nsizes = 0, k = (size_t)snprintf(buf, len, "; fastreduce:");
+    for (int l = s->nlayer - 1; l >= 0; l--) {
+        size_t msg[2];
+        for (int m = 0, nm = layer_messages(s, l, msg); m < nm && k < len; m++) {
+            size_t i = 0;
+            while (i < nsizes && sizes[i] != msg[m]) i++;
+            if (i < nsizes || nsizes == 6) continue;
+            sizes[nsizes++] = msg[m];
+            k += (size_t)snprintf(buf + k, len - k, "%s %zu B -> %s", nsizes > 1 ? "," : "", msg[m] * sizeof(float),
+                                  fr_allreduce_algorithm(r->comm, msg[m], FR_FLOAT32, FR_AVG));
         }
     }
-    return loss;
+}
+
+/* An epoch's seconds on this rank. */
+typedef struct times {
+    double all, data, compute, comm, exposed;
+} times_t;
+
+/* Rank 0's epoch line: its own time split. */
+static void print_epoch(const run_t *r, int e, double loss, double acc, int steps, const times_t *t)
+{
+    char algs[256] = "";
+    const char *call = r->o.use_fr ? (r->o.overlap ? "fr_iallreduce_group" : "fr_allreduce_group")
+                                   : (r->o.overlap ? "MPI_Iallreduce" : "MPI_Allreduce");
+    if (r->o.use_fr) algorithms(r, algs, sizeof algs);
+    printf("epoch %d: loss %.6f accuracy %.3f | %.3f s on rank 0: data %.1f%%, compute %.1f%%, communication %.1f%%, "
+           "exposed %.1f%% (%d steps x %d %s)%s\n", e, loss, acc, t->all, 100 * t->data / t->all,
+           100 * t->compute / t->all, 100 * t->comm / t->all, 100 * t->exposed / t->all, steps, r->shape.nlayer, call,
+           algs);
+}
+
+/* One epoch: returns the mean loss over all ranks' samples. */
+static double epoch(run_t *r, int e)
+{
+    const shape_t *s = &r->shape;
+    double t0 = MPI_Wtime(), busy = 0;
+    int n = load_shard(r->o.data, &r->xs, &r->ys), steps, correct = 0;
+    double t_data = MPI_Wtime() - t0, lsum = 0;
+    MPI_Allreduce(&n, &steps, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);   /* every rank takes as many steps */
+    steps /= r->o.batch;
+    r->red.comm_s = r->red.exposed_s = 0;
+    for (int k = 0; k < steps; k++) {
+        double c0 = MPI_Wtime();
+        size_t first = (size_t)k * r->o.batch;
+        memset(r->g.flat, 0, sizeof(float) * s->n);
+        lsum += train_step(s, &r->m, &r->g, &r->wk, r->xs + first * NF, r->ys + first, &correct,
+                           r->o.overlap ? reduce_start : NULL, &r->red);
+        reduce_finish(&r->red);
+        for (size_t i = 0; i < s->n; i++) r->m.flat[i] -= (float)r->o.lr * r->g.flat[i];
+        busy += MPI_Wtime() - c0;
+    }
+    double tot[2] = { lsum, (double)correct }, all[2], seen = (double)steps * r->o.batch * np;
+    MPI_Allreduce(tot, all, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    times_t t = { MPI_Wtime() - t0, t_data, busy - r->red.exposed_s, r->red.comm_s, r->red.exposed_s };
+    if (me == 0) print_epoch(r, e, all[0] / seen, all[1] / seen, steps, &t);
+    return all[0] / seen;
+}
+
+/* Every rank's parameters against rank 0's, bit for bit; 1 when alike. */
+static int same_everywhere(const run_t *r)
+{
+    size_t n = r->shape.n;
+    float *ref = malloc(sizeof(float) * n);
+    if (!ref) die("out of memory");
+    memcpy(ref, r->m.flat, sizeof(float) * n);
+    MPI_Bcast(ref, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    int same = !memcmp(ref, r->m.flat, sizeof(float) * n), all_same;
+    MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    free(ref);
+    return all_same;
+}
+
+static void save_params(const run_t *r)
+{
+    FILE *f = fopen(r->o.save, "wb");
+    if (!f || fwrite(r->m.flat, sizeof(float), r->shape.n, f) != r->shape.n || fclose(f))
+        die("cannot write the parameters file");
+    printf("fr_trainer: rank 0's parameters written to %s\n", r->o.save);
+}
+
+static void teardown(run_t *r)
+{
+    reducer_free(&r->red);
+    work_free(&r->wk, &r->shape);
+    tensors_free(&r->m);
+    tensors_free(&r->g);
+    shape_free(&r->shape);
+    free(r->xs);
+    free(r->ys);
+    if (r->comm && fr_comm_destroy(r->comm) != FR_SUCCESS) die(fr_last_error());
 }
 
 int main(int argc, char **argv)
 {
-    const char *data = "fr_trainer.data", *make = NULL, *backend = "fastreduce";
-    int epochs = 5, batch = 32;
-    double lr = 0.05;
-    size_t fusion = 64u << 20;
-    MPI_Init(&argc, &argv);
+    run_t r = { 0 };
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &r.thread_level);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        if (!v) die("every option takes a value");
-        i++;
-        if (!strcmp(a, "--data")) data = v;
-        else if (!strcmp(a, "--make-data")) make = v;
-        else if (!strcmp(a, "--backend") && (!strcmp(v, "fastreduce") || !strcmp(v, "mpi"))) backend = v;
-        else if (!strcmp(a, "--epochs") && (epochs = (int)strtol(v, &end, 10)) > 0 && !*end) {}
-        else if (!strcmp(a, "--batch") && (batch = (int)strtol(v, &end, 10)) > 0 && !*end) {}
-        else if (!strcmp(a, "--lr") && (lr = strtod(v, &end)) > 0 && !*end) {}
-        else if (!strcmp(a, "--fusion") && (fusion = strtoull(v, &end, 10)) >= 4 && !*end) {}
-        else die("usage: fr_trainer [--data FILE] [--make-data FILE] [--epochs E] [--batch B] [--lr LR] "
-                 "[--fusion BYTES] [--backend fastreduce|mpi]");
+    if (!parse(argc, argv, &r.o)) {
+        if (me == 0) fputs(usage, stderr);
+        MPI_Finalize();
+        return 2;
     }
-    if (make) {
-        if (me == 0) make_data(make, 8192);
-        MPI_Barrier(MPI_COMM_WORLD);
-        data = make;
-    }
-    int use_fr = !strcmp(backend, "fastreduce");
-    fr_comm_t comm = NULL;
-    if (use_fr) {
-        fr_status_t st = fr_comm_create(MPI_COMM_WORLD, NULL, &comm);
-        if (st != FR_SUCCESS) die(fr_last_error());
-    }
-    size_t np_ = nparams(), per = fusion / sizeof(float);
-    float *params = calloc(np_, sizeof(float)), *grads = calloc(np_, sizeof(float));
-    float *fbuf = malloc(sizeof(float) * (per < np_ ? per : np_));
-    model_t m, g;
-    views(params, &m);
-    views(grads, &g);
-    /* rank 0 initialises (He), everyone receives */
-    if (me == 0) {
-        rng_state = 777;
-        for (int l = 0; l < NLAYER; l++)
-            for (int i = 0; i < fan_in[l] * fan_out[l]; i++) m.w[l][i] = (float)(gauss() * sqrt(2.0 / fan_in[l]));
-    }
-    if (use_fr ? fr_bcast(params, np_, FR_FLOAT32, 0, comm) != FR_SUCCESS
-               : MPI_Bcast(params, (int)np_, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
-        die("broadcast of the parameters failed");
-    float *xs = NULL;
-    int32_t *ys = NULL;
-    if (me == 0)
-        printf("fr_trainer: %d ranks, backend %s, %zu parameters (%zu bytes), fusion buffer %zu bytes, batch %d per rank, "
-               "lr %g\n", np, backend, np_, np_ * sizeof(float), fusion, batch, lr);
+    setup(&r);
     double first_loss = 0, loss = 0;
-    for (int e = 1; e <= epochs; e++) {
-        double t0 = MPI_Wtime(), t_data, t_comp = 0, t_comm = 0;
-        int n = load_shard(data, &xs, &ys), steps, correct = 0;
-        t_data = MPI_Wtime() - t0;
-        MPI_Allreduce(&n, &steps, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);   /* every rank takes as many steps */
-        steps /= batch;
-        double lsum = 0;
-        for (int s = 0; s < steps; s++) {
-            double c0 = MPI_Wtime();
-            memset(grads, 0, sizeof(float) * np_);
-            lsum += step(&m, &g, xs + (size_t)s * batch * NF, ys + (size_t)s * batch, batch, &correct);
-            double c1 = MPI_Wtime();
-            /* fusion: pack the layers' gradients into buffers of at most `fusion` bytes, average, unpack */
-            for (size_t off = 0; off < np_; off += per) {
-                size_t k = np_ - off < per ? np_ - off : per;
-                memcpy(fbuf, grads + off, sizeof(float) * k);
-                if (use_fr) {
-                    if (fr_allreduce(FR_IN_PLACE, fbuf, k, FR_FLOAT32, FR_AVG, comm) != FR_SUCCESS) die(fr_last_error());
-                } else {
-                    if (MPI_Allreduce(MPI_IN_PLACE, fbuf, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
-                        die("MPI_Allreduce failed");
-                    for (size_t i = 0; i < k; i++) fbuf[i] /= (float)np;
-                }
-                memcpy(grads + off, fbuf, sizeof(float) * k);
-            }
-            double c2 = MPI_Wtime();
-            for (size_t i = 0; i < np_; i++) params[i] -= (float)lr * grads[i];
-            t_comp += c1 - c0 + (MPI_Wtime() - c2);
-            t_comm += c2 - c1;
-        }
-        double tot[2] = { lsum, (double)correct }, all[2];
-        MPI_Allreduce(tot, all, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        loss = all[0] / ((double)steps * batch * np);
+    for (int e = 1; e <= r.o.epochs; e++) {
+        loss = epoch(&r, e);
         if (e == 1) first_loss = loss;
-        double t_all = MPI_Wtime() - t0, tmax[3] = { t_data, t_comp, t_comm };  /* rank 0's split */
-        if (me == 0) {
-            char algs[160] = "";
-            if (use_fr) {
-                size_t last = np_ % per ? np_ % per : per;
-                snprintf(algs, sizeof algs, "; fastreduce: %zu B -> %s", (per < np_ ? per : np_) * sizeof(float),
-                         fr_allreduce_algorithm(comm, per < np_ ? per : np_, FR_FLOAT32, FR_AVG));
-                if (per < np_ && last != per)
-                    snprintf(algs + strlen(algs), sizeof algs - strlen(algs), ", %zu B -> %s", last * sizeof(float),
-                             fr_allreduce_algorithm(comm, last, FR_FLOAT32, FR_AVG));
-            }
-            printf("epoch %d: loss %.6f accuracy %.3f | %.3f s on rank 0: data %.1f%%, compute %.1f%%, communication %.1f%% "
-                   "(%d steps x %zu allreduces)%s\n", e, loss, all[1] / ((double)steps * batch * np), t_all,
-                   100 * tmax[0] / t_all, 100 * tmax[1] / t_all, 100 * tmax[2] / t_all, steps,
-                   (np_ + per - 1) / per, algs);
-        }
     }
-    /* every rank's parameters against rank 0's, bit for bit */
-    float *ref = malloc(sizeof(float) * np_);
-    memcpy(ref, params, sizeof(float) * np_);
-    MPI_Bcast(ref, (int)np_, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    int same = !memcmp(ref, params, sizeof(float) * np_), all_same;
-    MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (me == 0)
+    int all_same = same_everywhere(&r);
+    if (me == 0) {
+        if (r.o.save) save_params(&r);
         printf("fr_trainer: final loss %.6f (first epoch %.6f); parameters bit-identical on all ranks: %s\n", loss,
                first_loss, all_same ? "yes" : "NO");
-    free(ref); free(params); free(grads); free(fbuf); free(xs); free(ys);
-    if (comm) fr_comm_destroy(comm);
+    }
+    teardown(&r);
     MPI_Finalize();
     return all_same ? 0 : 1;
 }

@@ -133,16 +133,19 @@ static void free_comm(struct fr_comm *c)
     free(c);
 }
 
-/* Rank 0's FASTREDUCE_FUSION_BYTES holds on every rank: the ranks must cut
- * a grouped allreduce into the same collectives. */
+/* Rank 0's FASTREDUCE_FUSION_BYTES and _BUFFER_MAX hold on every rank:
+ * the ranks must cut a grouped allreduce into the same collectives. */
 static fr_status_t agree_fusion(struct fr_comm *c)
 {
-    uint64_t mine = c->set.fusion_bytes;
-    if (PMPI_Bcast(&c->set.fusion_bytes, 1, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS)
+    uint64_t mine[2] = {c->set.fusion_bytes, c->set.fusion_buffer_max}, all[2];
+    memcpy(all, mine, sizeof all);
+    if (PMPI_Bcast(all, 2, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS)
         return FR_ERROR(FR_ERR_MPI, "fr_comm_create: MPI_Bcast of FASTREDUCE_FUSION_BYTES failed");
-    if (mine != c->set.fusion_bytes)
-        FR_WARN(FR_SUB_INIT, "FASTREDUCE_FUSION_BYTES differs from rank 0's here; rank 0's holds (%lu)",
-                (unsigned long)c->set.fusion_bytes);
+    if (memcmp(mine, all, sizeof all))
+        FR_WARN(FR_SUB_INIT, "FASTREDUCE_FUSION_BYTES / _BUFFER_MAX differ from rank 0's here; rank 0's hold "
+                "(%lu, %lu)", (unsigned long)all[0], (unsigned long)all[1]);
+    c->set.fusion_bytes = all[0];
+    c->set.fusion_buffer_max = all[1];
     return FR_SUCCESS;
 }
 

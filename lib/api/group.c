@@ -1,10 +1,11 @@
 /* Grouped allreduce: many buffers of one datatype and op in one call.
- * Consecutive host buffers are packed into a fusion buffer of at most
- * FASTREDUCE_FUSION_BYTES (rank 0's value, so every rank makes the same
- * batches), reduced in place as one message with the table's choice for
- * its size, and copied out: one collective's latency instead of one per
- * buffer. A buffer that does not fit goes alone, without a copy; so do
- * device buffers. Buffers of no elements make no call. */
+ * Consecutive small host buffers (FASTREDUCE_FUSION_BUFFER_MAX) are packed
+ * into a fusion buffer of at most FASTREDUCE_FUSION_BYTES (rank 0's values,
+ * so every rank makes the same batches), reduced in place as one message
+ * with the table's choice for its size, and copied out: one collective's
+ * latency instead of one per buffer. A larger buffer goes alone, where it
+ * lies: its call's latency is less than copying it in and out would cost.
+ * So do device buffers. Buffers of no elements make no call. */
 #include <stdlib.h>
 #include <string.h>
 #include "api.h"
@@ -84,11 +85,12 @@ int fr_group_next(struct fr_comm *comm, const fr_group_t *g, size_t *i, size_t *
         *i = k;
         return 0;
     }
-    uint64_t fusion = comm->set.fusion_bytes;
+    const uint64_t fusion = comm->set.fusion_bytes, small = comm->set.fusion_buffer_max;
     size_t total = g->counts[k] * es;
     *first = k++;
-    if (g->mem == FR_MEM_HOST)
-        for (; k < g->n && total + g->counts[k] * es <= fusion; k++) total += g->counts[k] * es;
+    if (g->mem == FR_MEM_HOST && total <= small)
+        for (; k < g->n && g->counts[k] * es <= small && total + g->counts[k] * es <= fusion; k++)
+            total += g->counts[k] * es;
     *i = k;
     *call = (fr_call_t){.coll = FR_COLL_ALLREDUCE, .count = total / es, .bytes = total, .dtype = g->dtype,
                         .op = g->op, .mem = g->mem};

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE   /* SCHED_BATCH */
 /* The progress engine: each communicator has a queue of collectives that
  * run one at a time in the order they were started, which is the order
  * every rank keeps. A runner (the communicator's progress thread, or a
@@ -11,6 +12,7 @@
  * collective to its end would then wait on one communicator for ranks that
  * wait on the other. */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,11 +72,17 @@ void fr_prog_destroy(struct fr_comm *comm)
     comm->prog = NULL;
 }
 
+/* A request's state is read without the queue's lock by callers that
+ * check whether it is done (request.c, fr_prog_advance), so it is written
+ * and read atomically everywhere. */
+static int state_of(const fr_work_t *w) { return __atomic_load_n(&w->state, __ATOMIC_ACQUIRE); }
+static void state_set(fr_work_t *w, int st) { __atomic_store_n(&w->state, st, __ATOMIC_RELEASE); }
+
 /* Mark @p w done with its final status (lock held). */
 static void set_done(struct fr_prog *P, fr_work_t *w)
 {
     if (w->number) P->open--;
-    __atomic_store_n(&w->state, FR_REQ_DONE, __ATOMIC_RELEASE);
+    state_set(w, FR_REQ_DONE);
 }
 
 /* Complete the issued requests whose GPU work has finished (lock held). */
@@ -102,10 +110,9 @@ static fr_status_t run_work(struct fr_comm *comm, fr_work_t *w)
 {
     fr_status_t st;
     fr_mem_t mem = w->group ? w->group->mem : w->call.mem;
-    if (w->number && mem == FR_MEM_CUDA) {
-        fr_device_use(fr_device_of(w->group ? w->group->recv[0] : w->call.recvbuf));
-        w->call.async = 1;
-    }
+    const int evented = w->number && mem == FR_MEM_CUDA && !w->done;
+    if (w->number && mem == FR_MEM_CUDA) fr_device_use(fr_device_of(w->group ? w->group->recv[0] : w->call.recvbuf));
+    if (evented) w->call.async = 1;
     if (comm->broken) {
         st = FR_ERROR(FR_ERR_BAD_COMM, "the communicator is unusable since a collective failed on it (%s)",
                       comm->broken_why);
@@ -115,7 +122,7 @@ static fr_status_t run_work(struct fr_comm *comm, fr_work_t *w)
         st = fr_dispatch(comm, &w->call);
         w->alg = fr_last_algorithm();
     }
-    if (st == FR_SUCCESS && w->number && mem == FR_MEM_CUDA) st = fr_device_event_record(NULL, &w->event);
+    if (st == FR_SUCCESS && evented) st = fr_device_event_record(NULL, &w->event);
     if (st != FR_SUCCESS && w->number)
         snprintf(w->detail, sizeof w->detail, "request %lu (call #%lu on its communicator): %s",
                  (unsigned long)w->number, (unsigned long)comm->seq, fr_last_error());
@@ -131,7 +138,7 @@ static void run_head(struct fr_prog *P, struct fr_comm *comm)
     P->head = w->next;
     if (!P->head) P->tail = NULL;
     w->next = NULL;
-    w->state = FR_REQ_RUNNING;
+    state_set(w, FR_REQ_RUNNING);
     P->busy = 1;
     pthread_mutex_unlock(&P->lock);
     fr_status_t st = run_work(comm, w);
@@ -139,9 +146,16 @@ static void run_head(struct fr_prog *P, struct fr_comm *comm)
     P->busy = 0;
     w->status = st;
     if (st == FR_SUCCESS && w->event) {
-        w->state = FR_REQ_ISSUED;
+        state_set(w, FR_REQ_ISSUED);
         w->next = P->issued;
         P->issued = w;
+    } else if (w->done) {
+        /* (outside the lock: the callback may call MPI) */
+        P->open--;
+        pthread_mutex_unlock(&P->lock);
+        w->done(w->done_arg, st, w->detail);
+        free(w);
+        pthread_mutex_lock(&P->lock);
     } else {
         set_done(P, w);   /* (a waiter may free w from here on) */
     }
@@ -176,6 +190,13 @@ static void *thread_main(void *arg)
 {
     struct fr_comm *comm = arg;
     struct fr_prog *P = comm->prog;
+    /* A woken thread of the default policy preempts the thread that woke
+     * it: the program's thread, in the middle of starting a request, would
+     * wait for the whole collective before it could go on to compute. As a
+     * batch thread it runs on a free core at once, or on the caller's when
+     * the caller sleeps or waits. */
+    struct sched_param sp = {0};
+    pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
     pthread_mutex_lock(&P->lock);
     while (!P->stop) {
         fr_work_t *h = P->head;
@@ -215,7 +236,7 @@ static void thread_start(struct fr_comm *comm, struct fr_prog *P)
 static void enqueue(struct fr_prog *P, fr_work_t *w)
 {
     w->next = NULL;
-    w->state = FR_REQ_QUEUED;
+    state_set(w, FR_REQ_QUEUED);
     if (P->tail) P->tail->next = w;
     else P->head = w;
     P->tail = w;
@@ -235,30 +256,60 @@ fr_status_t fr_prog_start(struct fr_comm *comm, fr_work_t *w)
     return FR_SUCCESS;
 }
 
+fr_status_t fr_request_start_detached(struct fr_comm *comm, const fr_call_t *call,
+                                      void (*done)(void *arg, fr_status_t st, const char *detail), void *arg)
+{
+    struct fr_prog *P = comm->prog;
+    fr_work_t *w = calloc(1, sizeof *w);
+    if (!w) return FR_ERROR(FR_ERR_NO_MEMORY, "out of memory for a request");
+    w->call = *call;
+    w->done = done;
+    w->done_arg = arg;
+    pthread_mutex_lock(&P->lock);
+    if (!P->caller && !P->thread_on) thread_start(comm, P);
+    if (P->caller) {
+        pthread_mutex_unlock(&P->lock);
+        free(w);
+        return FR_ERROR(FR_ERR_NOT_SUPPORTED, "requests of this communicator run only when the caller asks "
+                        "(FASTREDUCE_PROGRESS=caller, or no progress thread)");
+    }
+    w->comm = comm;
+    w->number = ++P->numbered;
+    P->open++;
+    enqueue(P, w);
+    pthread_mutex_unlock(&P->lock);
+    return FR_SUCCESS;
+}
+
+int fr_prog_unprompted(struct fr_comm *comm)
+{
+    return !comm->prog->caller && comm->prog->mpi_ok;
+}
+
 /* Whether a caller advancing @p w runs the head now (lock held). */
 static int caller_runs(const struct fr_prog *P, const fr_work_t *w, int wait)
 {
-    if (!P->head || P->busy || w->state != FR_REQ_QUEUED) return 0;
+    if (!P->head || P->busy || state_of(w) != FR_REQ_QUEUED) return 0;
     return wait || P->caller || !P->thread_on || P->head->parked;
 }
 
 int fr_prog_advance(fr_work_t *w, int wait)
 {
-    if (__atomic_load_n(&w->state, __ATOMIC_ACQUIRE) == FR_REQ_DONE) return 1;
+    if (state_of(w) == FR_REQ_DONE) return 1;
     struct fr_comm *comm = w->comm;   /* (alive: the caller holds it, fr_prog_hold) */
     struct fr_prog *P = comm->prog;
     uint64_t polls = 0;
     pthread_mutex_lock(&P->lock);
     P->waiters++;
-    while (w->state != FR_REQ_DONE) {
+    while (state_of(w) != FR_REQ_DONE) {
         if (P->issued) poll_issued(P);
-        if (w->state == FR_REQ_DONE) break;
+        if (state_of(w) == FR_REQ_DONE) break;
         if (caller_runs(P, w, wait)) {
             run_head(P, comm);
             continue;
         }
         if (!wait) break;
-        if (w->state == FR_REQ_ISSUED) {
+        if (state_of(w) == FR_REQ_ISSUED) {
             /* (the GPU's work: polled, as no thread is told when it ends) */
             pthread_mutex_unlock(&P->lock);
             fr_backoff(&polls, comm->spin);
@@ -267,7 +318,7 @@ int fr_prog_advance(fr_work_t *w, int wait)
         }
         pthread_cond_wait(&P->done, &P->lock);
     }
-    int done = w->state == FR_REQ_DONE;
+    int done = state_of(w) == FR_REQ_DONE;
     P->waiters--;
     pthread_mutex_unlock(&P->lock);
     return done;

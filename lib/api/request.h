@@ -42,6 +42,10 @@ typedef struct fr_work {
     fr_status_t     status;
     char            detail[512];   /* fr_last_error() of a failure */
     const char     *alg;        /* the algorithm that ran it (the last one of a group) */
+    /* a detached request (no handle): the runner calls done(done_arg, status,
+     * detail) once it is complete, from whichever thread ran it, and frees it */
+    void          (*done)(void *arg, fr_status_t st, const char *detail);
+    void           *done_arg;
 } fr_work_t;
 
 /* Make @p comm's queue (fr_comm_create); FR_ERR_NO_MEMORY or FR_SUCCESS. */
@@ -60,6 +64,19 @@ fr_status_t fr_prog_blocking(struct fr_comm *comm, fr_call_t *call, fr_group_t *
 /* Queue request @p w (comm, call or group and slot set) and wake the
  * thread, making it at the communicator's first request. */
 fr_status_t fr_prog_start(struct fr_comm *comm, fr_work_t *w);
+/* Start a detached request of @p call (checked with fr_prepare_*) on
+ * @p comm: @p done is called once it is complete, by the progress thread
+ * or a caller running it; device work is waited for before (no event is
+ * polled for it). FR_ERR_NOT_SUPPORTED where nothing would run it
+ * unprompted: FASTREDUCE_PROGRESS=caller, or no thread could be made.
+ * (The interposer's MPI_Iallreduce under Open MPI completes generalized
+ * requests this way.) */
+fr_status_t fr_request_start_detached(struct fr_comm *comm, const fr_call_t *call,
+                                      void (*done)(void *arg, fr_status_t st, const char *detail), void *arg);
+/* 1 when @p comm's requests run on a progress thread with MPI allowed
+ * there (thread mode under MPI_THREAD_MULTIPLE): a detached request is
+ * then run whatever its algorithm. */
+int fr_prog_unprompted(struct fr_comm *comm);
 /* Count a caller that will advance a request of @p comm (under the
  * request table's lock, fr_req_lock), so that the communicator is not
  * destroyed under it; fr_prog_release when it is done with it. */

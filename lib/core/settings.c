@@ -70,6 +70,10 @@ const fr_setting_t fr_settings[FR_S_COUNT] = {
      FR_WHEN_CREATE, FR_SUB_COLL,
      "grouped allreduce: consecutive buffers are packed into fusion buffers of at most this many bytes, each "
      "reduced as one message; 0 reduces every buffer on its own"},
+    [FR_S_FUSION_BUFFER_MAX] = {"FASTREDUCE_FUSION_BUFFER_MAX", "64K", FR_SET_SIZE, F(fusion_buffer_max), NULL,
+     FR_SETF_RANK0, FR_WHEN_CREATE, FR_SUB_COLL,
+     "grouped allreduce: only buffers of at most this many bytes are packed into fusion buffers; a larger one "
+     "is reduced where it lies (its own call costs less than copying it in and out)"},
     [FR_S_DISABLE] = {"FASTREDUCE_DISABLE", "0", FR_SET_INT, F(disable), NULL, 0, FR_WHEN_INTERPOSE, FR_SUB_INIT,
      "1: FR_Allreduce and FR_Bcast (and so MPI_Allreduce and MPI_Bcast under libfastreduce-mpi.so) pass every "
      "call to the MPI library unchanged"},

@@ -4,6 +4,9 @@
  * root), with one algorithm forced (fr_config_t.algo) or the default table.
  * Exits 77 with a message where no GPU is visible. Built only with CUDA.
  *
+ * Each allreduce also runs as a request polled with fr_test and as a
+ * grouped call, each bcast as a request.
+ *
  * Usage: test_device [--algo NAME] [--quick] [--probe]
  *   NAME: nccl, nccl_ring, nccl_tree, staged, or default (the table)
  *   --probe: only say how many GPUs there are (exit 0, or 77 without one)
@@ -63,6 +66,19 @@ static void check(const char *what, const unsigned char *got, const unsigned cha
     tu_fail("%s: first bad index %zu: got %s expected %s (%zu of %zu wrong)", what, i, g, e, nbad, count);
 }
 
+/* The request just started (the last one made, in *last_req) polled with
+ * fr_test until done: the device work completes on an event, without
+ * blocking the caller. */
+static fr_request_t last_req;
+static fr_status_t request_done(fr_status_t started)
+{
+    if (started != FR_SUCCESS) return started;
+    int done = 0;
+    fr_status_t st = FR_SUCCESS;
+    while (!done && st == FR_SUCCESS) st = fr_test(&last_req, &done);
+    return st;
+}
+
 static void allreduce_case(fr_comm_t comm, cudaStream_t s, fr_dtype_t dt, fr_op_t op, size_t count)
 {
     size_t nb = count * tu_dtype_sizes[dt], alloc = nb ? nb : 1;
@@ -73,16 +89,22 @@ static void allreduce_case(fr_comm_t comm, cudaStream_t s, fr_dtype_t dt, fr_op_
     uint64_t salt = tu_hash3(dt, op, count);
     make_case(dt, op, count, salt, np, me, in, exp);
     int loose = op == FR_AVG && tu_is_float(dt) && via_nccl();
-    for (int mode = 0; mode < 3; mode++) {   /* out of place, in place, on a stream */
+    /* out of place, in place, on a stream, a request polled with fr_test, a grouped call */
+    static const char *const modes[] = { "out of place", "in place", "stream", "request", "group" };
+    for (int mode = 0; mode < 5; mode++) {
         tu_begin("allreduce algo=%s dtype=%s op=%s count=%zu %s", algo ? algo : "default", tu_dtype_names[dt],
-                 tu_op_names[op], count, mode == 0 ? "out of place" : mode == 1 ? "in place" : "stream");
+                 tu_op_names[op], count, modes[mode]);
         CU(cudaMemcpy(mode == 1 ? dr : ds, in, nb, cudaMemcpyHostToDevice));
         CU(cudaMemset(dr, mode == 1 ? 0 : 0xA5, mode == 1 ? 0 : nb));
         /* (the stream is non-blocking: the set-up on the legacy stream must be done first) */
         if (mode == 2) CU(cudaDeviceSynchronize());
+        const void *sb[1] = { ds };
+        void *rb[1] = { dr };
         fr_status_t st = mode == 0 ? fr_allreduce(ds, dr, count, dt, op, comm) :
                          mode == 1 ? fr_allreduce(FR_IN_PLACE, dr, count, dt, op, comm) :
-                                     fr_allreduce_stream(ds, dr, count, dt, op, comm, s);
+                         mode == 2 ? fr_allreduce_stream(ds, dr, count, dt, op, comm, s) :
+                         mode == 3 ? request_done(fr_iallreduce(ds, dr, count, dt, op, comm, &last_req)) :
+                                     fr_allreduce_group(sb, rb, &count, 1, dt, op, comm);
         if (mode == 2) CU(cudaStreamSynchronize(s));
         if (!TU_CHECK(st == FR_SUCCESS, "returned %s: %s", tu_status(st), fr_last_error())) continue;
         CU(cudaMemcpy(got, dr, nb, cudaMemcpyDeviceToHost));
@@ -104,15 +126,17 @@ static void bcast_case(fr_comm_t comm, cudaStream_t s, fr_dtype_t dt, size_t cou
     void *d;
     CU(cudaMalloc(&d, alloc));
     for (int root = 0; root < np; root++)
-        for (int mode = 0; mode < 2; mode++) {
+        for (int mode = 0; mode < 3; mode++) {
             tu_begin("bcast algo=%s dtype=%s count=%zu root=%d%s", algo ? algo : "default", tu_dtype_names[dt],
-                     count, root, mode ? " stream" : "");
+                     count, root, mode == 1 ? " stream" : mode == 2 ? " request" : "");
             for (size_t i = 0; i < nb; i++) want[i] = (unsigned char)tu_hash3(root, i, count);
             if (me == root) CU(cudaMemcpy(d, want, nb, cudaMemcpyHostToDevice));
             else CU(cudaMemset(d, 0x5A, nb));
-            if (mode) CU(cudaDeviceSynchronize());
-            fr_status_t st = mode ? fr_bcast_stream(d, count, dt, root, comm, s) : fr_bcast(d, count, dt, root, comm);
-            if (mode) CU(cudaStreamSynchronize(s));
+            if (mode == 1) CU(cudaDeviceSynchronize());
+            fr_status_t st = mode == 1 ? fr_bcast_stream(d, count, dt, root, comm, s) :
+                             mode == 2 ? request_done(fr_ibcast(d, count, dt, root, comm, &last_req)) :
+                                         fr_bcast(d, count, dt, root, comm);
+            if (mode == 1) CU(cudaStreamSynchronize(s));
             if (!TU_CHECK(st == FR_SUCCESS, "returned %s: %s", tu_status(st), fr_last_error())) continue;
             CU(cudaMemcpy(got, d, nb, cudaMemcpyDeviceToHost));
             check("result", got, want, nb, FR_UINT8, 0, FR_SUM, 0);

@@ -30,7 +30,7 @@ QUICK=${FASTREDUCE_TEST_QUICK:-0}
 [ "$QUICK" = 0 ] && QUICK=
 EXTRA=${FR_MPIEXEC_FLAGS:-}
 
-for p in test_coll test_args test_select test_setup test_bind test_fakedev test_fault test_kill test_threads test_requests test_reqfault soak mpi_program mpi_program_linked skip_program; do
+for p in test_coll test_args test_select test_setup test_bind test_fakedev test_fault test_kill test_threads test_idle test_requests test_reqfault soak mpi_program mpi_program_linked skip_program; do
     if [ ! -x "$BIN/$p" ]; then
         echo "run_mpi.sh: $BIN/$p not found (build with make check, or set top_builddir)" >&2
         exit 99
@@ -286,6 +286,10 @@ run_one 2 "" soak --short
 for np in 2 3; do
     run_one "$np" "FASTREDUCE_SPIN=20" test_threads
 done
+# Requests with nothing queued: a progress thread per communicator (none
+# with FASTREDUCE_PROGRESS=caller), asleep: no CPU over idle seconds.
+run_one 2 "" test_idle
+run_one 2 "FASTREDUCE_PROGRESS=caller" test_idle
 # Non-blocking and grouped collectives (mpi/test_requests.c): every host
 # algorithm forced with many requests in flight, grouped allreduces at three
 # fusion sizes, threads with requests on communicators of their own; at np 1
@@ -511,28 +515,57 @@ nok=$(grep -c '^skip_program rank [0-9]*: OK' "$idir/mismatch.out")
 ok=0; [ "$rc" = 0 ] && [ "$nok" = 3 ] && ok=1
 pass_fail $ok "interposer np=3: MPI_Allreduce counts differ under FASTREDUCE_CHECK=1: $nok of 3 ranks got MPI_ERR_ARG through the error handler (exit $rc)$(grep -h FAILED "$idir/mismatch.out" | head -3 | sed 's/^/; /')"
 
-# The Horovod-style trainer (examples/trainer): 3 epochs at 2 and 3 ranks on
-# both backends, fusion buffers of 8 KiB (3 allreduces a step): the loss falls,
-# the parameters end bit-identical on every rank, and the backends' final
-# losses agree within 1e-4 relative (sums in another order, and avg's one
-# division against the mpi backend's, change the last bits).
+# The Horovod-style trainer (examples/trainer): 3 epochs at 2 and 3 ranks,
+# fastreduce with --overlap on and off, and mpi (on at 2 ranks, off at 3, so
+# that both of its paths run); 3 ranks train a deeper model, whose middle
+# layers' weights are too large to pack (FASTREDUCE_FUSION_BUFFER_MAX) and
+# go as messages of their own. The loss falls; the parameters end
+# bit-identical on every rank, and the same bit for bit with overlap on and
+# off (the same messages in the same order; --save-params); every epoch line
+# has the time split with exposed <= communication (the exposed calls lie
+# within the time the reductions are in flight) and the algorithm per
+# message size; the backends' final losses agree within 1e-4 relative (sums
+# in another order, and avg's one division against the mpi backend's,
+# change the last bits).
 TRAINER=$top_builddir/examples/trainer/fr_trainer
 tdata="$LOGDIR/trainer.data"
+final_re='s/^fr_trainer: final loss ([0-9.]+) \(first epoch ([0-9.]+)\); parameters bit-identical on all ranks: yes$/\1 \2/p'
 for np in 2 3; do
-    for be in fastreduce mpi; do
-        mk=(--data "$tdata"); [ "$np$be" = 2fastreduce ] && mk=(--make-data "$tdata")
-        ilaunch $np "$LOGDIR/trainer-$np-$be.out" "$LOGDIR/trainer-$np-$be.err" -- \
-            "$TRAINER" "${mk[@]}" --epochs 3 --fusion 8192 --backend $be
+    model=() sizes="1040 4352 16640" mpiov=on
+    [ $np = 3 ] && model=(--layers 4 --hidden 130) sizes="2096 67600 520 8840" mpiov=off
+    for run in fastreduce-on fastreduce-off mpi-$mpiov; do
+        mk=(--data "$tdata"); [ "$np$run" = 2fastreduce-on ] && mk=(--make-data "$tdata")
+        ilaunch $np "$LOGDIR/trainer-$np-$run.out" "$LOGDIR/trainer-$np-$run.err" -- "$TRAINER" "${mk[@]}" \
+            "${model[@]}" --epochs 3 --backend ${run%-*} --overlap ${run#*-} --save-params "$LOGDIR/trainer-$np-$run.params"
     done
-    f=$LOGDIR/trainer-$np-fastreduce.out m=$LOGDIR/trainer-$np-mpi.out
-    read -r lf l1f < <(sed -nE 's/^fr_trainer: final loss ([0-9.]+) \(first epoch ([0-9.]+)\); parameters bit-identical on all ranks: yes$/\1 \2/p' "$f")
-    read -r lm l1m < <(sed -nE 's/^fr_trainer: final loss ([0-9.]+) \(first epoch ([0-9.]+)\); parameters bit-identical on all ranks: yes$/\1 \2/p' "$m")
-    epochs=$(grep -cE '^epoch [0-9]+: loss [0-9.]+ accuracy [0-9.]+ \| [0-9.]+ s on rank 0: data [0-9.]+%, compute [0-9.]+%, communication [0-9.]+% \(.*\); fastreduce: 8192 B -> [a-z_]+, 5648 B -> [a-z_]+$' "$f")
+    on=$LOGDIR/trainer-$np-fastreduce-on off=$LOGDIR/trainer-$np-fastreduce-off m=$LOGDIR/trainer-$np-mpi-$mpiov
+    read -r lf l1f < <(sed -nE "$final_re" "$on.out")
+    read -r lo l1o < <(sed -nE "$final_re" "$off.out")
+    read -r lm l1m < <(sed -nE "$final_re" "$m.out")
+    # epoch lines: the split, exposed <= communication, and (fastreduce) each message size's algorithm once
+    epochs=$(cat "$on.out" "$off.out" "$m.out" | awk -v sizes="$sizes" '
+        /^epoch / {
+            if (!match($0, /data [0-9.]+%, compute [0-9.]+%, communication [0-9.]+%, exposed [0-9.]+% \([0-9]+ steps x [0-9]+ (fr_iallreduce_group|fr_allreduce_group|MPI_Iallreduce|MPI_Allreduce)\)/)) next
+            split(substr($0, RSTART, RLENGTH), f, /[ %,]+/)
+            if (f[8] + 0 > f[6] + 0) next
+            if ($0 ~ /\(.* fr_/) {
+                n = split(sizes, want, " "); got = $0; sub(/.*; fastreduce: /, "", got)
+                if (split(got, alg, ", ") != n) next
+                for (i = 1; i <= n; i++) if (got !~ ("(^|, )" want[i] " B -> [a-z_]+(,|$)")) next
+            }
+            k++
+        }
+        END { print k + 0 }')
+    same=0; cmp -s "$on.params" "$off.params" && same=1
     ok=0
-    [ -n "$lf" ] && [ -n "$lm" ] && [ "$epochs" = 3 ] &&
-        awk -v a="$lf" -v b="$l1f" -v c="$lm" 'BEGIN { d = a - c; if (d < 0) d = -d; exit !(a < b && d <= 1e-4 * c) }' && ok=1
-    pass_fail $ok "trainer np=$np: loss ${l1f:-?} -> ${lf:-?} (fastreduce), ${l1m:-?} -> ${lm:-?} (mpi), $epochs epoch lines with the time split"
-    grep -E '^epoch' "$f" | sed 's/^/    /'
+    [ -n "$lf" ] && [ "$lf $l1f" = "$lo $l1o" ] && [ "$same" = 1 ] && [ "$epochs" = 9 ] &&
+        awk -v a="$lf" -v b="$l1f" 'BEGIN { exit !(a < b) }' && ok=1
+    pass_fail $ok "trainer np=$np: fastreduce loss ${l1f:-?} -> ${lf:-?} (overlap on), ${l1o:-?} -> ${lo:-?} (off), final parameters identical: $same; $epochs of 9 epoch lines with the time split"
+    ok=0
+    [ -n "$lf" ] && [ -n "$lm" ] &&
+        awk -v a="$lf" -v b="$lm" -v c="$l1m" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b < c && d <= 1e-4 * b) }' && ok=1
+    pass_fail $ok "trainer np=$np: final loss ${lf:-?} (fastreduce), ${lm:-?} (mpi, overlap $mpiov; first epoch ${l1m:-?})"
+    grep -hE '^epoch 3' "$on.out" "$off.out" "$m.out" | sed 's/^/    /'
 done
 
 # The logger: FASTREDUCE_DEBUG=INFO into FASTREDUCE_DEBUG_FILE, one file per

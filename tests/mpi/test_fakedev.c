@@ -59,6 +59,41 @@ static void mpi_signature_calls(int built)
     MPI_Comm_free(&d);
 }
 
+/* The same through requests: without CUDA the start is refused and no
+ * request made; with it the request starts, and its wait fails on every
+ * rank alike. A group mixing host and device buffers is refused at its
+ * start. */
+static void device_requests(fr_comm_t comm, int built)
+{
+    const int np = tu.size;
+    float host[16] = { 0 };
+    for (int k = 0; k < 3; k++) {
+        tu_begin("request: %s of a device pointer", k == 0 ? "iallreduce" : k == 1 ? "ibcast" : "iallreduce_group");
+        fr_request_t req = 99;
+        void *bufs[2] = { FAKE_DEV, (char *)FAKE_DEV + 4096 };
+        size_t counts[2] = { 16, 3 };
+        fr_status_t st = k == 0 ? fr_iallreduce(FR_IN_PLACE, FAKE_DEV, 16, FR_FLOAT32, FR_SUM, comm, &req) :
+                         k == 1 ? fr_ibcast(FAKE_DEV, 16, FR_FLOAT32, np - 1, comm, &req) :
+                                  fr_iallreduce_group(NULL, bufs, counts, 2, FR_FLOAT32, FR_AVG, comm, &req);
+        if (!built) {
+            TU_CHECK(st == FR_ERR_NOT_SUPPORTED && req == FR_REQUEST_NULL, "start: %s: %s", tu_status(st),
+                     fr_last_error());
+        } else {
+            TU_CHECK(st == FR_SUCCESS && req != FR_REQUEST_NULL, "start: %s: %s", tu_status(st), fr_last_error());
+            st = fr_wait(&req);
+            TU_CHECK(st != FR_SUCCESS && req == FR_REQUEST_NULL, "wait: %s", tu_status(st));
+        }
+        TU_CHECK(tu_same_everywhere((uint64_t)st), "ranks returned different statuses (%s here)", tu_status(st));
+    }
+    tu_begin("request: a group of a host and a device buffer is refused at its start");
+    void *mixed[2] = { host, FAKE_DEV };
+    size_t counts[2] = { 16, 16 };
+    fr_request_t req = 99;
+    fr_status_t st = fr_iallreduce_group(NULL, mixed, counts, 2, FR_FLOAT32, FR_SUM, comm, &req);
+    TU_CHECK(st == (built ? FR_ERR_INVALID_ARG : FR_ERR_NOT_SUPPORTED) && req == FR_REQUEST_NULL, "got %s: %s",
+             tu_status(st), fr_last_error());
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -98,6 +133,7 @@ int main(int argc, char **argv)
             TU_CHECK(st != FR_SUCCESS, "a device pointer without a GPU succeeded");
         TU_CHECK(tu_same_everywhere((uint64_t)st), "ranks returned different statuses (%s here)", tu_status(st));
     }
+    device_requests(comm, built);
     tu_begin("a host sendbuf with a device recvbuf");
     float host[16] = { 0 };
     st = fr_allreduce(host, FAKE_DEV, 16, FR_FLOAT32, FR_SUM, comm);
