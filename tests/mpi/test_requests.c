@@ -15,9 +15,10 @@
  *  2. grouped allreduces, blocking and not, of uneven counts (0 among them)
  *     and of no buffer, all in place (sendbufs NULL) or some, with
  *     FASTREDUCE_FUSION_BYTES of 1000 (several fusion buffers, some buffers
- *     alone), 0 and the default: each buffer's result that of its own
- *     allreduce; the pointer and count arrays overwritten at once after the
- *     start (the library copies them);
+ *     alone), 0 and the default, FASTREDUCE_FUSION_BUFFER_MAX of 100 and
+ *     the default (a buffer over it alone): each buffer's result that of
+ *     its own allreduce; the pointer and count arrays overwritten at once
+ *     after the start (the library copies them);
  *  3. under MPI_THREAD_MULTIPLE, threads each on a communicator of their
  *     own, all with requests in flight at once (skipped, with a note, at a
  *     lower level).
@@ -228,7 +229,7 @@ static void test_two_comms(fr_comm_t c0, fr_comm_t c1, const char *names, int cr
 
 /* ---- 2. grouped allreduces -------------------------------------------------- */
 
-#define GMAX 14
+#define GMAX 15
 
 /* One grouped call: each buffer an rq_op_t (its input, expected result
  * and, when not in place, its send buffer), and the arrays passed. */
@@ -245,8 +246,10 @@ typedef struct grp {
  * FR_IN_PLACE, the receive buffer itself, a send buffer of its own, in turn. */
 static void grp_make(grp_t *g, int n, fr_dtype_t dt, fr_op_t op, int all_inplace, uint64_t salt)
 {
-    /* (elements: for 4-byte types 250 fill a 1000-byte fusion buffer, 251, 300 and 2000 go alone) */
-    const size_t gcounts[GMAX] = { 0, 1, 7, 300, 0, 250, 251, 2000, 3, (size_t)np + 1, 1027, 5, 0, 64 };
+    /* (elements: for 4-byte types 250 fill a 1000-byte fusion buffer, 251, 300
+     * and 2000 go alone; 20000 is over FASTREDUCE_FUSION_BUFFER_MAX's 64K,
+     * 26 and 25 either side of 100 bytes) */
+    const size_t gcounts[GMAX] = { 0, 1, 7, 300, 0, 250, 251, 20000, 2000, 3, (size_t)np + 1, 26, 25, 0, 64 };
     memset(g, 0, sizeof *g);
     g->n = n;
     g->all_inplace = all_inplace;
@@ -367,14 +370,18 @@ static void test_groups(fr_comm_t c, const char *name)
     test_group_empty(c, name);
 }
 
-/* A communicator made with FASTREDUCE_FUSION_BYTES=@p fusion, its grouped calls. */
-static void test_fusion(const char *fusion)
+/* A communicator made with FASTREDUCE_FUSION_BYTES=@p fusion and
+ * FASTREDUCE_FUSION_BUFFER_MAX=@p small (NULL: unset), its grouped calls. */
+static void test_fusion(const char *fusion, const char *small)
 {
-    char name[64];
-    snprintf(name, sizeof name, "FASTREDUCE_FUSION_BYTES=%s", fusion);
+    char name[96];
+    snprintf(name, sizeof name, "FASTREDUCE_FUSION_BYTES=%s FASTREDUCE_FUSION_BUFFER_MAX=%s", fusion,
+             small ? small : "(64K)");
     setenv("FASTREDUCE_FUSION_BYTES", fusion, 1);
+    if (small) setenv("FASTREDUCE_FUSION_BUFFER_MAX", small, 1);
     fr_comm_t c = rq_make_comm(NULL, MPI_COMM_WORLD);
     unsetenv("FASTREDUCE_FUSION_BYTES");
+    unsetenv("FASTREDUCE_FUSION_BUFFER_MAX");
     if (!tu_all(c != NULL)) return;
     test_groups(c, name);
     rq_destroy_comm(c, name);
@@ -551,11 +558,12 @@ int main(int argc, char **argv)
         test_bcast_flight(dflt, NULL, n_bc);
         test_mixed(dflt, "default", "RRrBRrBbRRrb", 200);
         test_stream(dflt, "default", quick ? 10 : 30, 201);
-        test_groups(dflt, "FASTREDUCE_FUSION_BYTES unset (64M)");
+        test_groups(dflt, "FASTREDUCE_FUSION_BYTES and _BUFFER_MAX unset (64M, 64K)");
         rq_destroy_comm(dflt, "default");
     }
-    test_fusion("1000");
-    test_fusion("0");
+    test_fusion("1000", NULL);
+    test_fusion("1000", "100");
+    test_fusion("0", NULL);
     test_cross();
     if (provided == MPI_THREAD_MULTIPLE) test_threads();
     else if (me == 0) printf("test_requests np=%d: SKIP threads: thread level %s provided, not multiple\n", np,
