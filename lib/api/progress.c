@@ -333,6 +333,8 @@ fr_status_t fr_prog_blocking(struct fr_comm *comm, fr_call_t *call, fr_group_t *
     enqueue(P, &w);
     pthread_mutex_unlock(&P->lock);
     fr_prog_advance(&w, 1);
+    /* (the progress thread may have run it: the call is this thread's all the same) */
+    if (w.alg) fr_last_algorithm_set(w.alg);
     if (w.status != FR_SUCCESS) return FR_ERROR(w.status, "%s", w.detail);
     return FR_SUCCESS;
 }
