@@ -9,10 +9,11 @@
  *
  * Two API styles are offered:
  *  - the fr_* API, with fr_dtype_t and fr_op_t and size_t counts;
- *  - FR_Allreduce() and FR_Bcast(), with MPI's own signature; they cache an
- *    fr_comm_t on the MPI communicator and hand what they cannot serve
- *    (derived datatypes and user-defined ops for allreduce,
- *    inter-communicators) to PMPI_Allreduce() / PMPI_Bcast().
+ *  - FR_Allreduce(), FR_Bcast(), FR_Iallreduce() and FR_Ibcast(), with
+ *    MPI's own signature; they cache an fr_comm_t on the MPI communicator
+ *    and hand what they cannot serve (derived datatypes and user-defined
+ *    ops for allreduce, inter-communicators; for the non-blocking ones,
+ *    also what MPI gives no correct way to complete) to the PMPI_ call.
  *
  * Every function returns an fr_status_t; fr_strerror() names it and
  * fr_last_error() gives the calling thread's detail message of the last
@@ -474,7 +475,8 @@ FR_API fr_status_t fr_bcast_stream(void *buf, size_t count, fr_dtype_t dtype, in
 /**
  * @defgroup fr_mpi_group MPI's signature
  * Drop-in calls for MPI programs; the PMPI interposer (libfastreduce-mpi)
- * serves MPI_Allreduce and MPI_Bcast through them.
+ * serves MPI_Allreduce, MPI_Bcast, MPI_Iallreduce and MPI_Ibcast through
+ * them.
  * @{
  */
 
@@ -510,6 +512,66 @@ FR_API int FR_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datat
  * @return as FR_Allreduce()
  */
 FR_API int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+
+/**
+ * MPI_Iallreduce's signature: what FR_Allreduce() serves, started as a
+ * request of the fr_request_group's engine on the fr_comm_t cached on
+ * @p comm and handed back as an MPI generalized request, which MPI_Wait(),
+ * MPI_Test(), MPI_Waitall() and the rest complete as any other request,
+ * mixed with MPI's own. The requests of @p comm run in the order of the
+ * calls, each before any later blocking call on it, on the communicator's
+ * progress thread (or in an MPI_Waitall that waits for one not started).
+ *
+ * Served only where MPI's rules give a correct way to complete the request
+ * without making MPI_Test() wait for other ranks; else the call goes to
+ * PMPI_Iallreduce() unchanged:
+ *  - with MPICH (MPIX_Grequest_start, found by configure), MPI_Test() and
+ *    MPI_Wait() call a poll function that asks whether the request is
+ *    done, and MPI_Waitall() a wait function: served at every thread
+ *    level, except that below MPI_THREAD_MULTIPLE, where the progress
+ *    thread may not call MPI, a call whose run makes MPI calls
+ *    (FASTREDUCE_CHECK, the table's mpi algorithm, a first UCX set-up)
+ *    is passed;
+ *  - without a poll function (Open MPI), the progress thread completes the
+ *    request with MPI_Grequest_complete(): served only under
+ *    MPI_THREAD_MULTIPLE;
+ *  - with FASTREDUCE_PROGRESS=caller (no progress thread), always passed.
+ * The thread level and FASTREDUCE_PROGRESS are agreed over the ranks when
+ * the fr_comm_t is made (served only if every rank allows it), so every
+ * rank of a correct program serves or passes each call alike.
+ * FASTREDUCE_STATS names which, and why.
+ *
+ * Arguments are checked at the start: an error goes to @p comm's error
+ * handler and is returned, with no request (*request is MPI_REQUEST_NULL).
+ * A served request that fails while it runs completes with the MPI error
+ * class of the failure, which MPI returns from the completing call and
+ * gives to the error handler it uses for generalized requests
+ * (MPI_COMM_WORLD's in Open MPI and MPICH), not @p comm's; MPICH reports
+ * the class as MPI_ERR_OTHER, naming the code in its message. The status
+ * of a completed request has no source, tag or elements. As for any
+ * non-blocking collective, the request cannot be cancelled or freed with
+ * MPI_Request_free(); @p comm may be freed before a served request
+ * completes (a passed one's is the MPI library's to handle).
+ *
+ * @param sendbuf, recvbuf, count, datatype, op, comm as MPI_Iallreduce()
+ * @param request receives the request
+ * @return MPI_SUCCESS or an MPI error class, as FR_Allreduce()
+ */
+FR_API int FR_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                         MPI_Comm comm, MPI_Request *request);
+
+/**
+ * MPI_Ibcast's signature: what FR_Bcast() serves (every datatype), as
+ * FR_Iallreduce() serves and completes it. A datatype that does not lie
+ * flat is packed at the start on the root and unpacked when the request
+ * completes on the others (through a duplicate of the datatype, so that
+ * the program may free its own meanwhile).
+ *
+ * @param buffer, count, datatype, root, comm as MPI_Ibcast()
+ * @param request receives the request
+ * @return as FR_Iallreduce()
+ */
+FR_API int FR_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request);
 /** @} */
 
 /**

@@ -49,5 +49,19 @@ if $mpicc -o "$prefix/mpi_program" "$top/tests/mpi/mpi_program.c"; then
 else
     failed=$((failed + 1)); echo "FAIL: building tests/mpi/mpi_program.c with $mpicc"
 fi
+# ... and under one of non-blocking collectives, which checks its own results
+if $mpicc -pthread -o "$prefix/mpi_nb_program" "$top/tests/mpi/mpi_nb_program.c"; then
+    flags=(); [[ $mpiexec == mpirun* ]] && flags=(--oversubscribe --bind-to none)
+    out=$(timeout 300 $mpiexec "${flags[@]}" -n 2 env LD_PRELOAD="$prefix/lib/libfastreduce-mpi.so" \
+          "$prefix/mpi_nb_program" multiple 2>&1)
+    if grep -qE '^mpi_nb_program multiple np=2: [0-9]+ passed, 0 failed$' <<<"$out"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1)); echo "FAIL: mpi_nb_program under LD_PRELOAD=$prefix/lib/libfastreduce-mpi.so"
+        echo "$out" | tail -5
+    fi
+else
+    failed=$((failed + 1)); echo "FAIL: building tests/mpi/mpi_nb_program.c with $mpicc"
+fi
 echo "install_check: $passed passed, $failed failed"
 [ $failed -eq 0 ]

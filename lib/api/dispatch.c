@@ -83,6 +83,7 @@ fr_status_t fr_prepare_bcast(void *buf, size_t count, fr_dtype_t dtype, int root
 static __thread const char *last_alg = "";
 
 const char *fr_last_algorithm(void) { return last_alg; }
+void fr_last_algorithm_set(const char *alg) { last_alg = alg; }
 
 static int alg_index(const fr_alg_t *a)
 {

@@ -1,10 +1,12 @@
-/* libfastreduce-mpi.so: the PMPI interposer. Its MPI_Allreduce and
- * MPI_Bcast take the place of the MPI library's (LD_PRELOAD, or linked
- * before it) and are FR_Allreduce and FR_Bcast: what fastreduce can serve
- * (a predefined type and op on an intra-communicator; any datatype for
- * bcast) goes to fr_allreduce / fr_bcast on a communicator cached on the
- * MPI one, with the algorithm the table picks; the rest goes to
- * PMPI_Allreduce / PMPI_Bcast unchanged. FASTREDUCE_DISABLE and
+/* libfastreduce-mpi.so: the PMPI interposer. Its MPI_Allreduce,
+ * MPI_Bcast, MPI_Iallreduce and MPI_Ibcast take the place of the MPI
+ * library's (LD_PRELOAD, or linked before it) and are FR_Allreduce,
+ * FR_Bcast, FR_Iallreduce and FR_Ibcast: what fastreduce can serve (a
+ * predefined type and op on an intra-communicator; any datatype for
+ * bcast) goes to fastreduce on a communicator cached on the MPI one, with
+ * the algorithm the table picks, the non-blocking calls as generalized
+ * requests where MPI gives a correct way to complete them (fastreduce.h);
+ * the rest goes to the PMPI_ call unchanged. FASTREDUCE_DISABLE and
  * FASTREDUCE_STATS apply (lib/api/mpi_stats.h). It uses the public header
  * only: the library exports nothing else. */
 #include <mpi.h>
@@ -19,4 +21,15 @@ FR_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Data
 FR_API int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
     return FR_Bcast(buffer, count, datatype, root, comm);
+}
+
+FR_API int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                          MPI_Comm comm, MPI_Request *request)
+{
+    return FR_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+
+FR_API int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    return FR_Ibcast(buffer, count, datatype, root, comm, request);
 }

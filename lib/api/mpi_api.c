@@ -1,11 +1,12 @@
-/* FR_Allreduce / FR_Bcast with MPI's signature: the fr_comm_t each MPI
- * communicator gets, and what a call cannot be served by and why. */
+/* FR_Allreduce / FR_Bcast with MPI's signature, and what they share with
+ * FR_Iallreduce / FR_Ibcast (mpi_api.h): the fr_comm_t each MPI
+ * communicator gets, what a call cannot be served by and why. */
 #include <pthread.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "mpi_stats.h"
+#include "mpi_api.h"
 #include "mpi_types.h"
 #include "api.h"
 #include "agree.h"
@@ -18,10 +19,7 @@
 /* An entry per cached communicator; destroyed when the MPI communicator is
  * freed, or at MPI_Finalize (through an attribute on MPI_COMM_SELF, whose
  * delete callback MPI runs first, while MPI still works). */
-typedef struct cached {
-    fr_comm_t      comm;      /* NULL once destroyed, or if creation failed */
-    struct cached *next;
-} cached_t;
+typedef fr_mpi_cached_t cached_t;
 
 static int comm_key = MPI_KEYVAL_INVALID, self_key = MPI_KEYVAL_INVALID;
 static cached_t *cache_list;
@@ -60,6 +58,12 @@ static int comm_delete(MPI_Comm c, int key, void *val, void *extra)
     unlink_entry(e);
     if (fc) n_freed++;
     pthread_mutex_unlock(&cache_lock);
+    /* Served non-blocking calls may be pending on some ranks and not on
+     * others (MPI lets a communicator be freed before they complete), and
+     * fr_comm_destroy refuses a communicator with requests on the ranks
+     * that have some, leaving the others waiting: a call behind them, on
+     * every rank (started is set alike), completes them first. */
+    if (fc && __atomic_load_n(&e->started, __ATOMIC_ACQUIRE)) fr_bcast(NULL, 0, FR_UINT8, 0, fc);
     if (fc) fr_comm_destroy(fc);
     free(e);
     return MPI_SUCCESS;
@@ -120,18 +124,33 @@ static void make_keys(void)
               PMPI_Comm_set_attr(MPI_COMM_SELF, self_key, NULL) == MPI_SUCCESS;
 }
 
-/* fr_mpi_mode(), with the finalize callback in place when statistics are
- * kept (MPI_Finalize deletes MPI_COMM_SELF's attributes first). */
-static int mode(void)
+/* (fr_mpi_mode(), with the finalize callback in place when statistics are
+ * kept: MPI_Finalize deletes MPI_COMM_SELF's attributes first) */
+void fr_mpi_call_begin(fr_mpi_served_t *h)
 {
     int m = fr_mpi_mode();
     if ((m & FR_MPI_STATS) && fr_mpi_ready() == FR_SUCCESS) pthread_once(&keys_once, make_keys);
-    return m;
+    *h = (fr_mpi_served_t){ .mode = m, .t0 = m & FR_MPI_STATS ? PMPI_Wtime() : 0, .what = "FASTREDUCE_DISABLE=1" };
 }
 
-/* The fr_comm_t cached on @p mc, made now if there is none; *setup: the
- * seconds spent making it (0 when it was cached). */
-static fr_comm_t cached_comm(MPI_Comm mc, double *setup)
+/* Who may run @p fc's requests here (FR_MPI_CAN_*), agreed over its ranks:
+ * a process's thread level and FASTREDUCE_PROGRESS are its own, and a
+ * non-blocking call that some ranks serve and others pass would wait
+ * forever. */
+static int agreed_can(fr_comm_t fc)
+{
+    int level = MPI_THREAD_SINGLE, mine, all = 0;
+    if (PMPI_Query_thread(&level) != MPI_SUCCESS) level = MPI_THREAD_SINGLE;
+    mine = (fc->set.progress != FR_PROGRESS_CALLER ? FR_MPI_CAN_THREAD : 0) |
+           (level == MPI_THREAD_MULTIPLE ? FR_MPI_CAN_MULTIPLE : 0);
+    if (PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_BAND, fc->mpi) != MPI_SUCCESS) return 0;
+    return all;
+}
+
+/* The entry cached on @p mc, made now if there is none (its comm NULL when
+ * fastreduce declined the communicator), or NULL; *setup: the seconds
+ * spent making it (0 when it was cached). */
+static cached_t *cached_comm(MPI_Comm mc, double *setup)
 {
     *setup = 0;
     /* once per process, whichever thread comes first */
@@ -140,7 +159,7 @@ static fr_comm_t cached_comm(MPI_Comm mc, double *setup)
     void *val;
     int found = 0;
     PMPI_Comm_get_attr(mc, comm_key, &val, &found);
-    if (found) return ((cached_t *)val)->comm;
+    if (found) return val;
     double t0 = PMPI_Wtime();
     cached_t *e = calloc(1, sizeof *e);
     fr_status_t st = e ? FR_SUCCESS : FR_ERROR(FR_ERR_NO_MEMORY, "no memory for the communicator cache");
@@ -150,8 +169,9 @@ static fr_comm_t cached_comm(MPI_Comm mc, double *setup)
     if (!made) {
         FR_WARN(FR_SUB_INIT, "FR_* calls on this communicator go to MPI: %s", fr_last_error());
         e->comm = NULL; /* remembered: not retried */
+    } else {
+        e->can = agreed_can(e->comm);
     }
-    fr_comm_t fc = e->comm;
     pthread_mutex_lock(&cache_lock);
     if (made) n_created++;
     e->next = cache_list;
@@ -159,7 +179,7 @@ static fr_comm_t cached_comm(MPI_Comm mc, double *setup)
     pthread_mutex_unlock(&cache_lock);
     PMPI_Comm_set_attr(mc, comm_key, e);
     *setup = PMPI_Wtime() - t0;
-    return fc;
+    return e;
 }
 
 /* Whether FR_* can serve this communicator (intra, MPI usable). */
@@ -171,7 +191,7 @@ static int usable(MPI_Comm comm)
     return !inter;
 }
 
-static int to_mpi_error(fr_status_t st)
+int fr_mpi_error(fr_status_t st)
 {
     switch (st) {
     case FR_SUCCESS: return MPI_SUCCESS;
@@ -196,37 +216,50 @@ static int device_unserved(const void *p, int count)
 
 /* A failure of a served call goes to the communicator's error handler, as
  * one of MPI's own would (a passed call's went there inside PMPI). */
-static int served_status(fr_status_t st, MPI_Comm comm)
+int fr_mpi_served_status(fr_status_t st, MPI_Comm comm)
 {
-    int err = to_mpi_error(st);
+    int err = fr_mpi_error(st);
     if (err != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, err);
     return err;
+}
+
+/* The entry of @p comm and its communicator in *c; 0 when fastreduce
+ * declined it. */
+static int cached_in(MPI_Comm comm, fr_mpi_call_t *c)
+{
+    c->cached = cached_comm(comm, &c->setup);
+    c->fc = c->cached ? c->cached->comm : NULL;
+    return c->fc != NULL;
+}
+
+const char *fr_mpi_allreduce_why(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                                 MPI_Comm comm, fr_mpi_call_t *c)
+{
+    *c = (fr_mpi_call_t){ .dtype = fr_dtype_from_mpi(datatype) };
+    c->op = op == MPI_SUM ? FR_SUM : op == MPI_PROD ? FR_PROD : op == MPI_MIN ? FR_MIN : op == MPI_MAX ? FR_MAX : -1;
+    /* (MPI_IN_PLACE as recvbuf is erroneous: MPI says so in its own way) */
+    return c->dtype < 0 ? "datatype" : c->op < 0 ? "op" : count < 0 ? "count" :
+           recvbuf == MPI_IN_PLACE ? "MPI_IN_PLACE as recvbuf" : !usable(comm) ? "communicator" :
+           device_unserved(recvbuf, count) || device_unserved(sendbuf, count) ? "device memory (built without CUDA)" :
+           !cached_in(comm, c) ? "fastreduce declined the communicator" : NULL;
 }
 
 /* FR_Allreduce without its statistics, saying in *how what happened. */
 static int mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                      fr_mpi_served_t *how)
 {
-    int dt = fr_dtype_from_mpi(datatype);
-    int fop = op == MPI_SUM ? FR_SUM : op == MPI_PROD ? FR_PROD : op == MPI_MIN ? FR_MIN : op == MPI_MAX ? FR_MAX : -1;
-    fr_comm_t fc = NULL;
-    double setup = 0;
-    /* (MPI_IN_PLACE as recvbuf is erroneous: MPI says so in its own way) */
-    const char *why = dt < 0 ? "datatype" : fop < 0 ? "op" : count < 0 ? "count" :
-                      recvbuf == MPI_IN_PLACE ? "MPI_IN_PLACE as recvbuf" : !usable(comm) ? "communicator" :
-                      device_unserved(recvbuf, count) || device_unserved(sendbuf, count) ?
-                      "device memory (built without CUDA)" :
-                      !(fc = cached_comm(comm, &setup)) ? "fastreduce declined the communicator" : NULL;
-    if (how) *how = (fr_mpi_served_t){ .served = !why, .what = why, .setup = setup };
+    fr_mpi_call_t c;
+    const char *why = fr_mpi_allreduce_why(sendbuf, recvbuf, count, datatype, op, comm, &c);
+    how->served = !why;
+    how->what = why;
+    how->setup = c.setup;
     if (why) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     const void *s = sendbuf == MPI_IN_PLACE ? FR_IN_PLACE : sendbuf;
-    fr_status_t st = fr_allreduce(s, recvbuf, (size_t)count, (fr_dtype_t)dt, (fr_op_t)fop, fc);
-    if (how) {
-        how->what = fr_last_algorithm();
-        how->bytes = (double)count * (double)fr_dtype_size((fr_dtype_t)dt);
-        how->nranks = fc->size;
-    }
-    return served_status(st, comm);
+    fr_status_t st = fr_allreduce(s, recvbuf, (size_t)count, (fr_dtype_t)c.dtype, (fr_op_t)c.op, c.fc);
+    how->what = fr_last_algorithm();
+    how->bytes = (double)count * (double)fr_dtype_size((fr_dtype_t)c.dtype);
+    how->nranks = c.fc->size;
+    return fr_mpi_served_status(st, comm);
 }
 
 /* Whether @p count elements of @p t (of @p size bytes each) are their
@@ -281,70 +314,90 @@ static fr_status_t pack_all(int unpack, void *buf, int count, MPI_Datatype t, MP
  * type); and a root that cannot pack sends zeros, which the others take
  * for data (the root returns the error: a rank that lies flat has nowhere
  * to hear of it). */
-static fr_status_t bcast_bytes(void *buffer, int count, MPI_Datatype t, MPI_Count size, int root, fr_comm_t fc,
-                               MPI_Comm comm)
+fr_status_t fr_mpi_bytes_begin(fr_mpi_bytes_t *b, void *buffer, int count, MPI_Datatype t, MPI_Count size, int root,
+                               int me, MPI_Comm comm, int keep_type)
 {
-    const size_t bytes = (size_t)count * (size_t)size;
-    if (!bytes || lies_flat(t, size)) return fr_bcast(buffer, bytes, FR_UINT8, root, fc);
-    char *packed = malloc(bytes);
+    *b = (fr_mpi_bytes_t){ .buf = buffer, .bytes = (size_t)count * (size_t)size, .user = buffer, .count = count,
+                           .type = t, .size = size, .comm = comm };
+    if (!b->bytes || lies_flat(t, size)) return FR_SUCCESS;
     /* (a rank that cannot allocate cannot take part: the others then wait
      * for it, as for any rank that leaves a collective) */
-    if (!packed) return FR_ERROR(FR_ERR_NO_MEMORY, "MPI_Bcast: no memory to pack %zu bytes", bytes);
-    const int me = fc->rank;
+    b->packed = malloc(b->bytes);
+    if (!b->packed) return FR_ERROR(FR_ERR_NO_MEMORY, "MPI_Bcast: no memory to pack %zu bytes", b->bytes);
+    b->buf = b->packed;
+    b->unpack = me != root;
+    if (b->unpack && keep_type && PMPI_Type_dup(t, &b->type) != MPI_SUCCESS) {
+        free(b->packed);
+        b->packed = NULL;
+        return FR_ERROR(FR_ERR_MPI, "MPI_Ibcast: MPI_Type_dup failed");
+    }
+    b->own_type = b->unpack && keep_type;
     /* the root takes part even when packing failed, so that no rank waits */
-    fr_status_t pst = me == root ? pack_all(0, buffer, count, t, size, packed, comm) : FR_SUCCESS;
-    if (pst != FR_SUCCESS) memset(packed, 0, bytes);
-    fr_status_t st = fr_bcast(packed, bytes, FR_UINT8, root, fc);
-    if (st == FR_SUCCESS && me != root) st = pack_all(1, buffer, count, t, size, packed, comm);
-    free(packed);
-    return pst != FR_SUCCESS ? pst : st;
+    if (me == root) b->pack_st = pack_all(0, buffer, count, t, size, b->packed, comm);
+    if (b->pack_st != FR_SUCCESS) memset(b->packed, 0, b->bytes);
+    return FR_SUCCESS;
+}
+
+fr_status_t fr_mpi_bytes_end(fr_mpi_bytes_t *b, fr_status_t st)
+{
+    if (st == FR_SUCCESS && b->packed && b->unpack)
+        st = pack_all(1, b->user, b->count, b->type, b->size, b->packed, b->comm);
+    free(b->packed);
+    b->packed = NULL;
+    if (b->own_type) PMPI_Type_free(&b->type);
+    b->own_type = 0;
+    return b->pack_st != FR_SUCCESS ? b->pack_st : st;
+}
+
+const char *fr_mpi_bcast_why(void *buffer, int count, MPI_Datatype datatype, MPI_Comm comm, fr_mpi_call_t *c)
+{
+    *c = (fr_mpi_call_t){ .size = 0 };
+    /* (every reason here is the same on every rank of a correct program:
+     * the message's bytes are, whatever datatype each rank names; the
+     * size in an MPI_Count, as an element of 2 GiB or more has no int size) */
+    return count < 0 ? "count" : datatype == MPI_DATATYPE_NULL ? "datatype" :
+        !usable(comm) ? "communicator" : PMPI_Type_size_x(datatype, &c->size) != MPI_SUCCESS || c->size < 0 ? "datatype" :
+        c->size > 0 && (unsigned long long)count > (unsigned long long)(PTRDIFF_MAX / c->size) ? "count" :
+        device_unserved(buffer, count) ? "device memory (built without CUDA)" :
+        !cached_in(comm, c) ? "fastreduce declined the communicator" : NULL;
 }
 
 /* FR_Bcast without its statistics, saying in *how what happened. */
 static int mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, fr_mpi_served_t *how)
 {
-    MPI_Count size = 0;
-    fr_comm_t fc = NULL;
-    double setup = 0;
-    /* (every reason here is the same on every rank of a correct program:
-     * the message's bytes are, whatever datatype each rank names; the
-     * size in an MPI_Count, as an element of 2 GiB or more has no int size) */
-    const char *why = count < 0 ? "count" : datatype == MPI_DATATYPE_NULL ? "datatype" :
-        !usable(comm) ? "communicator" : PMPI_Type_size_x(datatype, &size) != MPI_SUCCESS || size < 0 ? "datatype" :
-        size > 0 && (unsigned long long)count > (unsigned long long)(PTRDIFF_MAX / size) ? "count" :
-        device_unserved(buffer, count) ? "device memory (built without CUDA)" :
-        !(fc = cached_comm(comm, &setup)) ? "fastreduce declined the communicator" : NULL;
-    if (how) *how = (fr_mpi_served_t){ .served = !why, .what = why, .setup = setup };
+    fr_mpi_call_t c;
+    const char *why = fr_mpi_bcast_why(buffer, count, datatype, comm, &c);
+    how->served = !why;
+    how->what = why;
+    how->setup = c.setup;
     if (why) return PMPI_Bcast(buffer, count, datatype, root, comm);
-    fr_status_t st = bcast_bytes(buffer, count, datatype, size, root, fc, comm);
-    if (how) {
-        how->what = fr_last_algorithm();
-        how->bytes = (double)count * (double)size;
-        how->nranks = fc->size;
-    }
-    return served_status(st, comm);
+    fr_mpi_bytes_t b;
+    fr_status_t st = fr_mpi_bytes_begin(&b, buffer, count, datatype, c.size, root, c.fc->rank, comm, 0);
+    if (st == FR_SUCCESS) st = fr_mpi_bytes_end(&b, fr_bcast(b.buf, b.bytes, FR_UINT8, root, c.fc));
+    how->what = fr_last_algorithm();
+    how->bytes = (double)count * (double)c.size;
+    how->nranks = c.fc->size;
+    return fr_mpi_served_status(st, comm);
 }
 
 /* Calls fastreduce cannot serve go to PMPI_Allreduce / PMPI_Bcast
  * unchanged; fastreduce's failures come back as MPI error classes. */
 int FR_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
-    int m = mode();
-    fr_mpi_served_t h = { .served = 0, .what = "FASTREDUCE_DISABLE=1" };
-    double t0 = m & FR_MPI_STATS ? PMPI_Wtime() : 0;
-    int err = m & FR_MPI_DISABLED ? PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
-                                  : mpi_allreduce(sendbuf, recvbuf, count, datatype, op, comm, &h);
-    if (m & FR_MPI_STATS) fr_mpi_stats_record(0, &h, PMPI_Wtime() - t0, count, datatype, comm);
+    fr_mpi_served_t h;
+    fr_mpi_call_begin(&h);
+    int err = h.mode & FR_MPI_DISABLED ? PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
+                                       : mpi_allreduce(sendbuf, recvbuf, count, datatype, op, comm, &h);
+    fr_mpi_call_end(FR_MPI_ALLREDUCE, &h, count, datatype, comm);
     return err;
 }
 
 int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
-    int m = mode();
-    fr_mpi_served_t h = { .served = 0, .what = "FASTREDUCE_DISABLE=1" };
-    double t0 = m & FR_MPI_STATS ? PMPI_Wtime() : 0;
-    int err = m & FR_MPI_DISABLED ? PMPI_Bcast(buffer, count, datatype, root, comm)
-                                  : mpi_bcast(buffer, count, datatype, root, comm, &h);
-    if (m & FR_MPI_STATS) fr_mpi_stats_record(1, &h, PMPI_Wtime() - t0, count, datatype, comm);
+    fr_mpi_served_t h;
+    fr_mpi_call_begin(&h);
+    int err = h.mode & FR_MPI_DISABLED ? PMPI_Bcast(buffer, count, datatype, root, comm)
+                                       : mpi_bcast(buffer, count, datatype, root, comm, &h);
+    fr_mpi_call_end(FR_MPI_BCAST, &h, count, datatype, comm);
     return err;
 }

@@ -11,7 +11,7 @@
 #define MAX_STATS 64
 
 typedef struct {
-    int           bcast, served, nranks;
+    int           kind, served, nranks;   /* kind: fr_mpi_kind_t */
     char          what[48];
     unsigned long calls, setups;
     double        bytes, secs, setup_secs;  /* secs: the calls' own time, without setup_secs */
@@ -35,9 +35,15 @@ int fr_mpi_mode(void)
     return m;
 }
 
-void fr_mpi_stats_record(int bcast, const fr_mpi_served_t *h, double secs, int count, MPI_Datatype type,
-                         MPI_Comm comm)
+/* The summary's name of each kind of call, and whether its time is the
+ * whole collective's (a non-blocking call's is its start alone). */
+static const char *const kind_name[FR_MPI_KINDS] = { "allreduce", "bcast", "iallreduce", "ibcast" };
+static int blocking(int kind) { return kind == FR_MPI_ALLREDUCE || kind == FR_MPI_BCAST; }
+
+void fr_mpi_call_end(fr_mpi_kind_t kind, const fr_mpi_served_t *h, int count, MPI_Datatype type, MPI_Comm comm)
 {
+    if (!(h->mode & FR_MPI_STATS)) return;
+    double secs = PMPI_Wtime() - h->t0;
     int nranks = h->nranks, size = 0;
     double bytes = h->bytes;
     if (!h->served) {
@@ -46,15 +52,17 @@ void fr_mpi_stats_record(int bcast, const fr_mpi_served_t *h, double secs, int c
         bytes = (double)count * size;
         if (comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &nranks) != MPI_SUCCESS) nranks = 0;
     }
+    char what[sizeof stats[0].what];
+    snprintf(what, sizeof what, "%s%s%s", h->what ? h->what : "?", h->via ? " via " : "", h->via ? h->via : "");
     pthread_mutex_lock(&stats_lock);
     int i;
     for (i = 0; i < nstats; i++)
-        if (stats[i].bcast == bcast && stats[i].served == h->served && stats[i].nranks == nranks &&
-            !strcmp(stats[i].what, h->what ? h->what : "?"))
+        if (stats[i].kind == (int)kind && stats[i].served == h->served && stats[i].nranks == nranks &&
+            !strcmp(stats[i].what, what))
             break;
     if (i == nstats && nstats < MAX_STATS) {
-        stats[nstats] = (stat_t){ .bcast = bcast, .served = h->served, .nranks = nranks };
-        snprintf(stats[nstats].what, sizeof stats[nstats].what, "%s", h->what ? h->what : "?");
+        stats[nstats] = (stat_t){ .kind = (int)kind, .served = h->served, .nranks = nranks };
+        snprintf(stats[nstats].what, sizeof stats[nstats].what, "%s", what);
         nstats++;
     }
     if (i < nstats) {
@@ -86,16 +94,17 @@ void fr_mpi_stats_print(void)
                   "freed before MPI_Finalize", nstats, made, freed);
     fr_log_report("STATS", "communicator set-up inside the first call on each: %lu, %.4f s in all, %.2f ms mean "
                   "(not in the calls' times below)", setups, setup_secs, setups ? setup_secs / (double)setups * 1e3 : 0);
-    fr_log_report("STATS", "%-9s %-6s %-38s %5s %10s %14s %10s %11s %10s %6s %9s", "call", "by",
+    fr_log_report("STATS", "%-10s %-6s %-44s %5s %10s %14s %10s %11s %10s %6s %9s", "call", "by",
                   "algorithm / why passed", "ranks", "calls", "bytes", "total_s", "mean_us", "busbw_GB/s", "setups",
                   "setup_s");
     for (int i = 0; i < nstats; i++) {
         const stat_t *s = &stats[i];
         double mean = s->calls ? s->secs / (double)s->calls : 0, avg_bytes = s->calls ? s->bytes / (double)s->calls : 0;
-        double f = !s->bcast && s->nranks > 1 ? 2.0 * (s->nranks - 1) / s->nranks : 1.0;
-        double busbw = mean > 0 ? avg_bytes / mean * f / 1e9 : 0;
-        fr_log_report("STATS", "%-9s %-6s %-38s %5d %10lu %14.0f %10.4f %11.2f %10.3f %6lu %9.4f",
-                      s->bcast ? "bcast" : "allreduce", s->served ? "fr" : "MPI", s->what, s->nranks, s->calls, s->bytes,
-                      s->secs, mean * 1e6, busbw, s->setups, s->setup_secs);
+        double f = s->kind == FR_MPI_ALLREDUCE && s->nranks > 1 ? 2.0 * (s->nranks - 1) / s->nranks : 1.0;
+        char busbw[16] = "-";  /* (none for a non-blocking call: its time is its start's) */
+        if (blocking(s->kind)) snprintf(busbw, sizeof busbw, "%.3f", mean > 0 ? avg_bytes / mean * f / 1e9 : 0);
+        fr_log_report("STATS", "%-10s %-6s %-44s %5d %10lu %14.0f %10.4f %11.2f %10s %6lu %9.4f",
+                      kind_name[s->kind], s->served ? "fr" : "MPI", s->what, s->nranks, s->calls, s->bytes, s->secs,
+                      mean * 1e6, busbw, s->setups, s->setup_secs);
     }
 }

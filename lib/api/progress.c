@@ -165,24 +165,31 @@ static void run_head(struct fr_prog *P, struct fr_comm *comm)
 
 /* Whether running @p w makes an MPI call: the MPI library's own
  * collective, FASTREDUCE_CHECK's agreement, the staged path's agreement,
- * and the first set-up of UCX or NCCL. */
-static int call_needs_mpi(struct fr_comm *comm, const fr_call_t *call)
+ * and the first set-up of UCX or NCCL. With @p ahead, decided before the
+ * communicator's earlier requests ran: a set-up is counted whenever the
+ * algorithm needs it, as whether it is done by then differs between ranks. */
+static int call_needs_mpi(struct fr_comm *comm, const fr_call_t *call, int ahead)
 {
     if (comm->check) return 1;
-    if (call->mem == FR_MEM_CUDA && !comm->nccl_state) return 1;
+    if (call->mem == FR_MEM_CUDA && (ahead || !comm->nccl_state)) return 1;
     fr_call_t c = *call;
     int rule;
     const fr_alg_t *a = fr_select_choose(comm, &c, &rule);
     if (a->traits & (FR_ALG_MPI | FR_ALG_VIA_HOST)) return 1;
-    return (a->needs & FR_NEEDS_UCX) && !comm->ucx_state;
+    return (a->needs & FR_NEEDS_UCX) && (ahead || !comm->ucx_state);
+}
+
+int fr_prog_may_need_mpi(struct fr_comm *comm, const fr_call_t *call)
+{
+    return call_needs_mpi(comm, call, 1);
 }
 
 static int needs_mpi(struct fr_comm *comm, const fr_work_t *w)
 {
-    if (!w->group) return call_needs_mpi(comm, &w->call);
+    if (!w->group) return call_needs_mpi(comm, &w->call, 0);
     fr_call_t c;
     for (size_t i = 0, first; fr_group_next(comm, w->group, &i, &first, &c);)
-        if (call_needs_mpi(comm, &c)) return 1;
+        if (call_needs_mpi(comm, &c, 0)) return 1;
     return 0;
 }
 
@@ -348,6 +355,8 @@ fr_status_t fr_prog_blocking(struct fr_comm *comm, fr_call_t *call, fr_group_t *
     enqueue(P, &w);
     pthread_mutex_unlock(&P->lock);
     fr_prog_advance(&w, 1);
+    /* (the progress thread may have run it: the call is this thread's all the same) */
+    if (w.alg) fr_last_algorithm_set(w.alg);
     if (w.status != FR_SUCCESS) return FR_ERROR(w.status, "%s", w.detail);
     return FR_SUCCESS;
 }

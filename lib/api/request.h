@@ -77,6 +77,15 @@ fr_status_t fr_request_start_detached(struct fr_comm *comm, const fr_call_t *cal
  * there (thread mode under MPI_THREAD_MULTIPLE): a detached request is
  * then run whatever its algorithm. */
 int fr_prog_unprompted(struct fr_comm *comm);
+/* Whether @p call (checked with fr_prepare_*) may make an MPI call when
+ * it runs on @p comm, decided at its start alike on every rank: as the
+ * progress thread decides whether it may run a request, but counting a
+ * UCX or NCCL set-up whenever the algorithm needs one (earlier requests
+ * may have made it by then on some ranks and not on others). In thread
+ * mode a request of 0 here is never parked for a caller. (The
+ * interposer's MPI_Iallreduce under MPICH below MPI_THREAD_MULTIPLE is
+ * served only then.) */
+int fr_prog_may_need_mpi(struct fr_comm *comm, const fr_call_t *call);
 /* Count a caller that will advance a request of @p comm (under the
  * request table's lock, fr_req_lock), so that the communicator is not
  * destroyed under it; fr_prog_release when it is done with it. */

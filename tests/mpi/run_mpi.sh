@@ -15,6 +15,7 @@
 #   FR_TEST_FULL_NP="1 2 3 4" rank counts that run test_coll in full
 #   FR_MPIEXEC_FLAGS          extra launcher flags
 #   FR_TEST_SMOKE=1           only a few launches (make distcheck)
+#   FR_TEST_ONLY=nb           only the interposer's non-blocking launches (nb_suite)
 # Exit status: 0 if every launch passed, 1 if any failed or timed out,
 # 99 if the test programs are missing.
 set -u
@@ -30,7 +31,7 @@ QUICK=${FASTREDUCE_TEST_QUICK:-0}
 [ "$QUICK" = 0 ] && QUICK=
 EXTRA=${FR_MPIEXEC_FLAGS:-}
 
-for p in test_coll test_args test_select test_setup test_bind test_fakedev test_fault test_kill test_threads test_idle test_requests test_reqfault soak mpi_program mpi_program_linked skip_program; do
+for p in test_coll test_args test_select test_setup test_bind test_fakedev test_fault test_kill test_threads test_idle test_requests test_reqfault soak mpi_program mpi_program_linked mpi_nb_program skip_program; do
     if [ ! -x "$BIN/$p" ]; then
         echo "run_mpi.sh: $BIN/$p not found (build with make check, or set top_builddir)" >&2
         exit 99
@@ -182,6 +183,9 @@ smoke_suite() {
     run_one 3 "" test_args
     run_one 2 "" test_fault
 }
+
+# nb_suite: the interposer's MPI_Iallreduce and MPI_Ibcast (mpi/nb_suite.sh)
+. "$(dirname "$0")/nb_suite.sh"
 
 full_suite() {
 
@@ -514,6 +518,7 @@ rc=$?
 nok=$(grep -c '^skip_program rank [0-9]*: OK' "$idir/mismatch.out")
 ok=0; [ "$rc" = 0 ] && [ "$nok" = 3 ] && ok=1
 pass_fail $ok "interposer np=3: MPI_Allreduce counts differ under FASTREDUCE_CHECK=1: $nok of 3 ranks got MPI_ERR_ARG through the error handler (exit $rc)$(grep -h FAILED "$idir/mismatch.out" | head -3 | sed 's/^/; /')"
+nb_suite
 
 # The Horovod-style trainer (examples/trainer): 3 epochs at 2 and 3 ranks,
 # fastreduce with --overlap on and off, and mpi (on at 2 ranks, off at 3, so
@@ -728,7 +733,9 @@ else
 fi
 }
 
-if [ "${FR_TEST_SMOKE:-0}" = 1 ]; then smoke_suite; else full_suite; fi
+if [ "${FR_TEST_SMOKE:-0}" = 1 ]; then smoke_suite
+elif [ "${FR_TEST_ONLY:-}" = nb ]; then nb_suite
+else full_suite; fi
 
 echo "run_mpi.sh: $nlaunch launches, $launch_fail failed, $nskip skipped, $((SECONDS - t_start)) s"
 echo "$total_pass passed, $total_fail failed"
