@@ -164,6 +164,11 @@ run_mpi args "" test_args
 # ranks that disagree (FASTREDUCE_CHECK) and a rank skipping a collective
 # under FASTREDUCE_TIMEOUT, every algorithm: the error and broken paths
 run_mpi fault "" test_fault
+# requests in flight with every host algorithm forced, grouped calls, both
+# ways of running them; misused handles and a rank that skips a request
+run_mpi requests "FASTREDUCE_PROGRESS=thread" test_requests --quick
+run_mpi requests-caller "FASTREDUCE_PROGRESS=caller" test_requests --quick
+run_mpi reqfault "" test_reqfault
 # FASTREDUCE_ALGO / FASTREDUCE_TUNE / tables, each selection run and checked
 run_mpi select "" test_select
 # every host algorithm's communicator made, used and destroyed, twice over
