@@ -256,7 +256,7 @@ fr_status_t fr_prog_start(struct fr_comm *comm, fr_work_t *w)
     pthread_mutex_lock(&P->lock);
     if (!P->caller && !P->thread_on) thread_start(comm, P);
     w->comm = comm;
-    w->number = ++P->numbered;
+    w->number = __atomic_add_fetch(&P->numbered, 1, __ATOMIC_RELAXED);
     P->open++;
     enqueue(P, w);
     pthread_mutex_unlock(&P->lock);
@@ -281,7 +281,7 @@ fr_status_t fr_request_start_detached(struct fr_comm *comm, const fr_call_t *cal
                         "(FASTREDUCE_PROGRESS=caller, or no progress thread)");
     }
     w->comm = comm;
-    w->number = ++P->numbered;
+    w->number = __atomic_add_fetch(&P->numbered, 1, __ATOMIC_RELAXED);
     P->open++;
     enqueue(P, w);
     pthread_mutex_unlock(&P->lock);
@@ -331,18 +331,31 @@ int fr_prog_advance(fr_work_t *w, int wait)
     return done;
 }
 
+/* A blocking call where nothing else can run: @p comm broken, else its
+ * collective. */
+static fr_status_t run_now(struct fr_comm *comm, fr_call_t *call, fr_group_t *group)
+{
+    const char *alg;
+    if (comm->broken)
+        return FR_ERROR(FR_ERR_BAD_COMM, "the communicator is unusable since a collective failed on it (%s)",
+                        comm->broken_why);
+    return group ? fr_group_run(comm, group, &alg) : fr_dispatch(comm, call);
+}
+
 fr_status_t fr_prog_blocking(struct fr_comm *comm, fr_call_t *call, fr_group_t *group)
 {
     struct fr_prog *P = comm->prog;
+    /* A communicator that never had a request has no queue and no thread:
+     * its blocking calls take no lock, as before requests existed (two
+     * threads must not call collectives on it at once, as on an MPI
+     * communicator). */
+    if (!__atomic_load_n(&P->numbered, __ATOMIC_RELAXED)) return run_now(comm, call, group);
     pthread_mutex_lock(&P->lock);
     if (!P->head && !P->busy) {
         /* nothing before it: the caller runs it, as without requests */
         P->busy = 1;
         pthread_mutex_unlock(&P->lock);
-        const char *alg;
-        fr_status_t st = comm->broken ? FR_ERROR(FR_ERR_BAD_COMM, "the communicator is unusable since a "
-                                                 "collective failed on it (%s)", comm->broken_why)
-                       : group ? fr_group_run(comm, group, &alg) : fr_dispatch(comm, call);
+        fr_status_t st = run_now(comm, call, group);
         pthread_mutex_lock(&P->lock);
         P->busy = 0;
         if (P->waiters) pthread_cond_broadcast(&P->done);
