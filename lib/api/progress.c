@@ -104,24 +104,32 @@ static void poll_issued(struct fr_prog *P)
     }
 }
 
+/* Run a collective, or a grouped allreduce, on @p comm (no lock held):
+ * refused once the communicator is broken, since a queued call runs after
+ * the argument checks that refuse it at its start. *alg: the algorithm
+ * that ran (a group's last). */
+static fr_status_t run_call(struct fr_comm *comm, fr_call_t *call, fr_group_t *group, const char **alg)
+{
+    fr_status_t st;
+    *alg = "";
+    if (comm->broken)
+        return FR_ERROR(FR_ERR_BAD_COMM, "the communicator is unusable since a collective failed on it (%s)",
+                        comm->broken_why);
+    if (group) return fr_group_run(comm, group, alg);
+    st = fr_dispatch(comm, call);
+    *alg = fr_last_algorithm();
+    return st;
+}
+
 /* Run @p w's collective (no lock held): the request's device work is
  * issued without waiting for it, and an event follows it. */
 static fr_status_t run_work(struct fr_comm *comm, fr_work_t *w)
 {
-    fr_status_t st;
     fr_mem_t mem = w->group ? w->group->mem : w->call.mem;
     const int evented = w->number && mem == FR_MEM_CUDA && !w->done;
     if (w->number && mem == FR_MEM_CUDA) fr_device_use(fr_device_of(w->group ? w->group->recv[0] : w->call.recvbuf));
     if (evented) w->call.async = 1;
-    if (comm->broken) {
-        st = FR_ERROR(FR_ERR_BAD_COMM, "the communicator is unusable since a collective failed on it (%s)",
-                      comm->broken_why);
-    } else if (w->group) {
-        st = fr_group_run(comm, w->group, &w->alg);
-    } else {
-        st = fr_dispatch(comm, &w->call);
-        w->alg = fr_last_algorithm();
-    }
+    fr_status_t st = run_call(comm, &w->call, w->group, &w->alg);
     if (st == FR_SUCCESS && evented) st = fr_device_event_record(NULL, &w->event);
     if (st != FR_SUCCESS && w->number)
         snprintf(w->detail, sizeof w->detail, "request %lu (call #%lu on its communicator): %s",
@@ -250,15 +258,27 @@ static void enqueue(struct fr_prog *P, fr_work_t *w)
     if (P->thread_on) pthread_cond_signal(&P->wake);
 }
 
-fr_status_t fr_prog_start(struct fr_comm *comm, fr_work_t *w)
+/* Make the thread unless there is one or none is wanted (lock held). */
+static void thread_wanted(struct fr_comm *comm, struct fr_prog *P)
 {
-    struct fr_prog *P = comm->prog;
-    pthread_mutex_lock(&P->lock);
     if (!P->caller && !P->thread_on) thread_start(comm, P);
+}
+
+/* Number request @p w and queue it (lock held). */
+static void enqueue_request(struct fr_comm *comm, struct fr_prog *P, fr_work_t *w)
+{
     w->comm = comm;
     w->number = __atomic_add_fetch(&P->numbered, 1, __ATOMIC_RELAXED);
     P->open++;
     enqueue(P, w);
+}
+
+fr_status_t fr_prog_start(struct fr_comm *comm, fr_work_t *w)
+{
+    struct fr_prog *P = comm->prog;
+    pthread_mutex_lock(&P->lock);
+    thread_wanted(comm, P);
+    enqueue_request(comm, P, w);
     pthread_mutex_unlock(&P->lock);
     return FR_SUCCESS;
 }
@@ -273,17 +293,14 @@ fr_status_t fr_request_start_detached(struct fr_comm *comm, const fr_call_t *cal
     w->done = done;
     w->done_arg = arg;
     pthread_mutex_lock(&P->lock);
-    if (!P->caller && !P->thread_on) thread_start(comm, P);
+    thread_wanted(comm, P);
     if (P->caller) {
         pthread_mutex_unlock(&P->lock);
         free(w);
         return FR_ERROR(FR_ERR_NOT_SUPPORTED, "requests of this communicator run only when the caller asks "
                         "(FASTREDUCE_PROGRESS=caller, or no progress thread)");
     }
-    w->comm = comm;
-    w->number = __atomic_add_fetch(&P->numbered, 1, __ATOMIC_RELAXED);
-    P->open++;
-    enqueue(P, w);
+    enqueue_request(comm, P, w);
     pthread_mutex_unlock(&P->lock);
     return FR_SUCCESS;
 }
@@ -331,17 +348,6 @@ int fr_prog_advance(fr_work_t *w, int wait)
     return done;
 }
 
-/* A blocking call where nothing else can run: @p comm broken, else its
- * collective. */
-static fr_status_t run_now(struct fr_comm *comm, fr_call_t *call, fr_group_t *group)
-{
-    const char *alg;
-    if (comm->broken)
-        return FR_ERROR(FR_ERR_BAD_COMM, "the communicator is unusable since a collective failed on it (%s)",
-                        comm->broken_why);
-    return group ? fr_group_run(comm, group, &alg) : fr_dispatch(comm, call);
-}
-
 fr_status_t fr_prog_blocking(struct fr_comm *comm, fr_call_t *call, fr_group_t *group)
 {
     struct fr_prog *P = comm->prog;
@@ -349,13 +355,14 @@ fr_status_t fr_prog_blocking(struct fr_comm *comm, fr_call_t *call, fr_group_t *
      * its blocking calls take no lock, as before requests existed (two
      * threads must not call collectives on it at once, as on an MPI
      * communicator). */
-    if (!__atomic_load_n(&P->numbered, __ATOMIC_RELAXED)) return run_now(comm, call, group);
+    const char *alg;
+    if (!__atomic_load_n(&P->numbered, __ATOMIC_RELAXED)) return run_call(comm, call, group, &alg);
     pthread_mutex_lock(&P->lock);
     if (!P->head && !P->busy) {
         /* nothing before it: the caller runs it, as without requests */
         P->busy = 1;
         pthread_mutex_unlock(&P->lock);
-        fr_status_t st = run_now(comm, call, group);
+        fr_status_t st = run_call(comm, call, group, &alg);
         pthread_mutex_lock(&P->lock);
         P->busy = 0;
         if (P->waiters) pthread_cond_broadcast(&P->done);
