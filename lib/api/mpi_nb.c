@@ -121,9 +121,7 @@ static fr_status_t start(nb_t *s, fr_comm_t fc, const fr_call_t *call)
     if (PMPIX_Grequest_start(nb_query, nb_free, nb_cancel, nb_poll, nb_wait, s, &s->mreq) != MPI_SUCCESS)
         return FR_ERROR(FR_ERR_MPI, "%s: MPIX_Grequest_start failed", s->name);
     s->spin = fc->spin;
-    if (call->coll == FR_COLL_ALLREDUCE)
-        return fr_iallreduce(call->sendbuf, call->recvbuf, call->count, call->dtype, call->op, fc, &s->req);
-    return fr_ibcast(call->recvbuf, call->count, call->dtype, call->root, fc, &s->req);
+    return fr_request_start(fc, call, &s->req);
 }
 #else
 /* Run by whichever thread ran the request (MPI_THREAD_MULTIPLE): the

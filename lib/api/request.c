@@ -91,6 +91,15 @@ static fr_work_t *work_new(void)
     return w;
 }
 
+fr_status_t fr_request_start(fr_comm_t comm, const fr_call_t *call, fr_request_t *req)
+{
+    *req = FR_REQUEST_NULL;
+    fr_work_t *w = work_new();
+    if (!w) return FR_ERR_NO_MEMORY;
+    w->call = *call;
+    return start(comm, w, req);
+}
+
 fr_status_t fr_iallreduce(const void *sendbuf, void *recvbuf, size_t count, fr_dtype_t dtype, fr_op_t op,
                           fr_comm_t comm, fr_request_t *req)
 {
@@ -98,10 +107,7 @@ fr_status_t fr_iallreduce(const void *sendbuf, void *recvbuf, size_t count, fr_d
     *req = FR_REQUEST_NULL;
     fr_call_t call;
     FR_CHECK(fr_prepare_allreduce(sendbuf, recvbuf, count, dtype, op, comm, &call));
-    fr_work_t *w = work_new();
-    if (!w) return FR_ERR_NO_MEMORY;
-    w->call = call;
-    return start(comm, w, req);
+    return fr_request_start(comm, &call, req);
 }
 
 fr_status_t fr_ibcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_comm_t comm, fr_request_t *req)
@@ -110,10 +116,7 @@ fr_status_t fr_ibcast(void *buf, size_t count, fr_dtype_t dtype, int root, fr_co
     *req = FR_REQUEST_NULL;
     fr_call_t call;
     FR_CHECK(fr_prepare_bcast(buf, count, dtype, root, comm, &call));
-    fr_work_t *w = work_new();
-    if (!w) return FR_ERR_NO_MEMORY;
-    w->call = call;
-    return start(comm, w, req);
+    return fr_request_start(comm, &call, req);
 }
 
 fr_status_t fr_allreduce_group(const void *const *sendbufs, void *const *recvbufs, const size_t *counts, size_t n,

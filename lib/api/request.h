@@ -64,6 +64,9 @@ fr_status_t fr_prog_blocking(struct fr_comm *comm, fr_call_t *call, fr_group_t *
 /* Queue request @p w (comm, call or group and slot set) and wake the
  * thread, making it at the communicator's first request. */
 fr_status_t fr_prog_start(struct fr_comm *comm, fr_work_t *w);
+/* Start a request of @p call (checked with fr_prepare_*) on @p comm:
+ * what fr_iallreduce and fr_ibcast do after their checks. */
+fr_status_t fr_request_start(struct fr_comm *comm, const fr_call_t *call, fr_request_t *req);
 /* Start a detached request of @p call (checked with fr_prepare_*) on
  * @p comm: @p done is called once it is complete, by the progress thread
  * or a caller running it; device work is waited for before (no event is
