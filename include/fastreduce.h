@@ -68,6 +68,14 @@ FR_API const char *fr_version(void);
  * @return major*10000 + minor*100 + patch
  */
 FR_API int fr_version_number(void);
+
+/**
+ * Whether the loaded library serves device buffers: built with CUDA
+ * (configure --with-cuda), as Open MPI's MPIX_Query_cuda_support() tells
+ * it of itself. It says nothing of whether this machine has a GPU.
+ * @return 1 when built with CUDA, else 0
+ */
+FR_API int fr_cuda_support(void);
 /** @} */
 
 /**

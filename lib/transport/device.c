@@ -76,6 +76,15 @@ fr_status_t fr_mem_of(const void *p, fr_mem_t *mem)
     return FR_SUCCESS;
 }
 
+int fr_cuda_support(void)
+{
+#ifdef FR_HAVE_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 int fr_mem_unserved(const void *p)
 {
 #ifdef FR_HAVE_CUDA

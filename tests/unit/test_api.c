@@ -4,6 +4,7 @@
  * fr_config_t (the settings' parsers are in test_settings.c). Only the config tests
  * initialise MPI (a one-rank job, no launcher), each in the process of its
  * own that Criterion runs every test in. */
+#include "config.h"
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -57,6 +58,17 @@ Test(api, version)
     cr_assert_eq(sscanf(fr_version(), "%d.%d.%d", &maj, &min, &pat), 3);
     cr_assert_eq(fr_version_number(), maj * 10000 + min * 100 + pat);
     cr_assert_eq(fr_version_number(), FR_VERSION);
+}
+
+/* The build's own record of whether configure found CUDA (config.h) is the
+ * independent reference for what the loaded library says of itself. */
+Test(api, cuda_support_matches_the_build)
+{
+#ifdef FR_HAVE_CUDA
+    cr_assert_eq(fr_cuda_support(), 1);
+#else
+    cr_assert_eq(fr_cuda_support(), 0);
+#endif
 }
 
 Test(api, dtype_sizes_and_names)
