@@ -1,5 +1,7 @@
-"""fastreduce: allreduce and broadcast of NumPy arrays (and any writable
-buffer) through libfastreduce, on communicators made from mpi4py's MPI.Comm.
+"""fastreduce: allreduce and broadcast of torch tensors (CPU and CUDA), NumPy
+arrays and any writable buffer through libfastreduce, on communicators made
+from mpi4py's MPI.Comm; blocking or asynchronous (async_op=True returns a
+Work, as torch.distributed does).
 
     from mpi4py import MPI
     import numpy as np, fastreduce as fr
@@ -9,31 +11,34 @@ buffer) through libfastreduce, on communicators made from mpi4py's MPI.Comm.
     comm.allreduce(grads, op="avg")        # in place
     out = np.empty_like(grads)
     comm.allreduce(grads, out)             # sum into out
+    work = comm.allreduce(tensor, op="avg", async_op=True)
+    ...                                    # compute while it runs
+    work.wait()
     comm.bcast(params, root=0)
 
-The library is found through FASTREDUCE_LIB (a path to libfastreduce.so),
-else the system's library path. It must be the build made with the MPI
-mpi4py was built with. ctypes only: no compiled extension.
+fastreduce.torch has a DDP communication hook and a Horovod-style
+DistributedOptimizer. The library is found as fastreduce._lib says
+(FASTREDUCE_LIB, pkg-config, the system's path). ctypes only: no compiled
+extension; the GIL is released while the library works.
 """
 import ctypes
-import ctypes.util
-import os
+import threading
 
-__all__ = ["Comm", "FastReduceError", "ArgumentError", "SUM", "PROD", "MIN", "MAX", "AVG", "version"]
+from . import _buffers
+from ._lib import find_library, load
+
+__all__ = ["Comm", "Work", "FastReduceError", "ArgumentError", "SUM", "PROD", "MIN", "MAX", "AVG", "version",
+           "cuda_support", "find_library"]
 
 # fr_status_t values (include/fastreduce.h)
 _STATUS = ["FR_SUCCESS", "FR_ERR_INVALID_ARG", "FR_ERR_NULL_POINTER", "FR_ERR_COUNT", "FR_ERR_ROOT",
            "FR_ERR_UNSUPPORTED_OP", "FR_ERR_BAD_COMM", "FR_ERR_NOT_SUPPORTED", "FR_ERR_NO_MEMORY", "FR_ERR_MPI",
            "FR_ERR_UCX", "FR_ERR_SYSTEM", "FR_ERR_NOT_INITIALIZED", "FR_ERR_CONFIG", "FR_ERR_MISMATCH",
            "FR_ERR_TIMED_OUT", "FR_ERR_INTERNAL", "FR_ERR_CUDA", "FR_ERR_PENDING"]
-_ARG_ERRORS = {1, 2, 3, 4, 5}
-_IN_PLACE = 1   # FR_IN_PLACE   # the caller's arguments: ArgumentError (a ValueError)
-
-# fr_dtype_t, by NumPy dtype name / buffer-protocol format
-_DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5, "float16": 6, "bfloat16": 7,
-           "float32": 8, "float64": 9}
-_FORMATS = {"b": "int8", "B": "uint8", "i": "int32", "I": "uint32", "q": "int64", "Q": "uint64", "e": "float16",
-            "f": "float32", "d": "float64"}
+_ARG_ERRORS = {1, 2, 3, 4, 5}   # the caller's arguments: ArgumentError (a ValueError)
+_NOT_SUPPORTED = 7
+_IN_PLACE = 1   # FR_IN_PLACE
+_DTYPES = _buffers.DTYPES
 SUM, PROD, MIN, MAX, AVG = "sum", "prod", "min", "max", "avg"
 _OPS = {SUM: 0, PROD: 1, MIN: 2, MAX: 3, AVG: 4}
 
@@ -48,33 +53,19 @@ class FastReduceError(RuntimeError):
 
 
 class ArgumentError(FastReduceError, ValueError):
-    """The arguments were refused (bad buffer, type, op, root or count)."""
+    """The arguments were refused (bad buffer, type, device, op, root or count)."""
 
 
-def _load():
-    path = os.environ.get("FASTREDUCE_LIB") or ctypes.util.find_library("fastreduce")
-    if not path:
-        raise ImportError("libfastreduce not found: set FASTREDUCE_LIB to the path of libfastreduce.so")
-    lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-    lib.fr_last_error.restype = ctypes.c_char_p
-    lib.fr_version.restype = ctypes.c_char_p
-    lib.fr_comm_destroy.argtypes = [ctypes.c_void_p]
-    lib.fr_comm_size.argtypes = lib.fr_comm_rank.argtypes = [ctypes.c_void_p]
-    lib.fr_allreduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                                 ctypes.c_void_p]
-    lib.fr_bcast.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
-    for f in ("fr_allreduce_algorithm", "fr_bcast_algorithm"):
-        getattr(lib, f).restype = ctypes.c_char_p
-    lib.fr_allreduce_algorithm.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
-    lib.fr_bcast_algorithm.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
-    return lib
-
-
-_lib = _load()
+_lib = load()
 
 
 def version():
     return _lib.fr_version().decode()
+
+
+def cuda_support():
+    """Whether the loaded library serves CUDA tensors (built with CUDA)."""
+    return bool(_lib.fr_cuda_support())
 
 
 def _check(status):
@@ -83,42 +74,89 @@ def _check(status):
         raise (ArgumentError if status in _ARG_ERRORS else FastReduceError)(status, detail)
 
 
-class _Buffer:
-    """A writable (or, for sendbuf, readable) C-contiguous buffer: its address, element count and fr type."""
+def _buf(obj, writable, what, addr=True):
+    try:
+        return _buffers.of(obj, writable, what, addr)
+    except _buffers.Refused as e:
+        raise ArgumentError(e.status, str(e)) from None
 
-    def __init__(self, obj, writable, what):
+
+class Work:
+    """A started collective, as torch.distributed's Work: wait() completes
+    it (raising its error, if it failed) and is_completed() asks without
+    waiting. On host memory it is the library's request; on a CUDA tensor
+    the work is on the tensor's current stream, wait() makes the caller's
+    current stream wait for it (the host does not block) and
+    is_completed() asks its CUDA event. Until it completes, the buffers
+    belong to the library: do not touch them."""
+
+    def __init__(self, result, req=None, event=None, device=None, keep=()):
+        self._result, self._event, self._device, self._keep = result, event, device, keep
+        self._req = ctypes.c_uint64(req or 0)
+        self._done = req is None
+        self._error = None
+        self._lock = threading.Lock()
+
+    def _finish(self, status):
+        self._done = True
+        self._keep = ()
+        if status != 0:
+            detail = (_lib.fr_last_error() or b"").decode(errors="replace")
+            self._error = (ArgumentError if status in _ARG_ERRORS else FastReduceError)(status, detail)
+
+    def is_completed(self):
+        if self._event is not None:
+            return self._event.query()
+        if not self._lock.acquire(blocking=False):
+            return False   # another thread is waiting for it
         try:
-            mv = memoryview(obj)
-        except TypeError:
-            raise ArgumentError(1, "%s: a %s has no buffer interface" % (what, type(obj).__name__)) from None
-        if not mv.c_contiguous:
-            raise ArgumentError(1, "%s is not contiguous (use numpy.ascontiguousarray)" % what)
-        if writable and mv.readonly:
-            raise ArgumentError(1, "%s is read-only" % what)
-        name = getattr(getattr(obj, "dtype", None), "name", None)
-        if name not in _DTYPES:
-            fmt = mv.format.lstrip("@=<")
-            if fmt in ("l", "L"):
-                fmt = {("l", 8): "q", ("L", 8): "Q", ("l", 4): "i", ("L", 4): "I"}[(fmt, mv.itemsize)]
-            name = _FORMATS.get(fmt)
-        if name is None:
-            raise ArgumentError(1, "%s: element type %r is not one of %s" % (what, mv.format, ", ".join(_DTYPES)))
-        self.dtype = _DTYPES[name]
-        self.count = mv.nbytes // mv.itemsize if mv.itemsize else 0
-        self.nbytes = mv.nbytes
-        self.mv = mv   # keeps the object alive while the call runs
-        if mv.nbytes == 0:
-            self.addr = None
-        elif mv.readonly:
-            # read-only memory (a sendbuf, say bytes): a private copy to hand over
-            self.keep = ctypes.create_string_buffer(mv.tobytes(), mv.nbytes)
-            self.addr = ctypes.addressof(self.keep)
-        else:
-            self.addr = ctypes.addressof(ctypes.c_char.from_buffer(mv.cast("B")))
+            if not self._done:
+                done = ctypes.c_int(0)
+                st = _lib.fr_test(ctypes.byref(self._req), ctypes.byref(done))
+                if done.value:
+                    self._finish(st)
+            return self._done
+        finally:
+            self._lock.release()
+
+    def wait(self):
+        """Complete the work; returns True, or raises the collective's error."""
+        if self._event is not None:
+            import torch
+            self._event.wait(torch.cuda.current_stream(self._device))
+            return True
+        with self._lock:
+            if not self._done:
+                self._finish(_lib.fr_wait(ctypes.byref(self._req)))
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def result(self):
+        """The output (the tensor or array written), after wait()."""
+        self.wait()
+        return self._result
+
+    def __del__(self):
+        # The buffers must outlive the library's use of them, so dropping
+        # an unfinished request waits for it.
+        try:
+            if not self._done and _lib is not None:
+                with self._lock:
+                    if not self._done:
+                        self._finish(_lib.fr_wait(ctypes.byref(self._req)))
+        except Exception:
+            pass
 
 
 class Comm:
-    """A fastreduce communicator over the ranks of an mpi4py communicator (collective)."""
+    """A fastreduce communicator over the ranks of an mpi4py communicator (collective).
+
+    Every call takes torch tensors, NumPy arrays or buffer-protocol objects;
+    with async_op=True it returns a Work at once. Calls on one communicator
+    run in the order they are made, which every rank must keep. A CUDA
+    tensor is served on its device and torch.cuda.current_stream(), after
+    the kernels queued there; one GPU per rank and communicator."""
 
     def __init__(self, mpi_comm=None):
         from mpi4py import MPI
@@ -129,6 +167,7 @@ class Comm:
         handle = MPI._handleof(mpi_comm)
         ctype = ctypes.c_void_p if MPI._sizeof(MPI.Comm) == ctypes.sizeof(ctypes.c_void_p) else ctypes.c_int
         self._h = ctypes.c_void_p()
+        self._gpu = None   # the device of this communicator's CUDA tensors
         create = _lib.fr_comm_create
         create.argtypes = [ctype, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
         _check(create(handle, None, ctypes.byref(self._h)))
@@ -147,33 +186,121 @@ class Comm:
             raise FastReduceError(6, "the communicator was freed")
         return self._h
 
-    def allreduce(self, sendbuf, recvbuf=None, op=SUM):
-        """Reduce sendbuf over the ranks into recvbuf (or into sendbuf itself when recvbuf is None)."""
+    def _gpu_of(self, b, what):
+        """The CUDA stream to serve @p b on, after checking that it can be."""
+        if not cuda_support():
+            raise ArgumentError(1, "%s is a CUDA tensor, but this libfastreduce (%s) was built without CUDA: "
+                                "rebuild it with CUDA (configure --with-cuda=DIR) or pass a CPU tensor (.cpu())" %
+                                (what, find_library()))
+        if self._gpu is not None and b.cuda != self._gpu:
+            raise ArgumentError(1, "%s is on cuda:%d, but this communicator's CUDA tensors are on cuda:%d (one GPU "
+                                "per rank): move it there with .to('cuda:%d')" % (what, b.cuda, self._gpu, self._gpu))
+        self._gpu = b.cuda
+        import torch
+        return torch.cuda.current_stream(b.cuda)
+
+    def _device_done(self, result, stream, b, async_op):
+        if not async_op:
+            return result
+        import torch
+        ev = torch.cuda.Event()
+        ev.record(stream)
+        return Work(result, event=ev, device=b.cuda)
+
+    @staticmethod
+    def _op(op):
         if op not in _OPS:
             raise ArgumentError(1, "op %r is not one of %s" % (op, ", ".join(_OPS)))
-        if recvbuf is None:
-            b = _Buffer(sendbuf, True, "buf")
-            _check(_lib.fr_allreduce(_IN_PLACE, b.addr, b.count, b.dtype, _OPS[op], self._live()))
-            return sendbuf
-        r = _Buffer(recvbuf, True, "recvbuf")
-        s = _Buffer(sendbuf, False, "sendbuf")
-        if (s.dtype, s.count) != (r.dtype, r.count):
-            raise ArgumentError(1, "sendbuf and recvbuf differ in type or length (%d and %d elements)" %
-                                (s.count, r.count))
-        _check(_lib.fr_allreduce(s.addr, r.addr, r.count, r.dtype, _OPS[op], self._live()))
-        return recvbuf
+        return _OPS[op]
 
-    def bcast(self, buf, root=0):
-        """Broadcast buf from root, in place."""
+    def allreduce(self, sendbuf, recvbuf=None, op=SUM, async_op=False):
+        """Reduce sendbuf over the ranks into recvbuf (into sendbuf itself
+        when recvbuf is None). Returns the output, or a Work with async_op."""
+        code = self._op(op)
+        if recvbuf is None:
+            s = r = _buf(sendbuf, True, "buf")
+            out = sendbuf
+        else:
+            r = _buf(recvbuf, True, "recvbuf")
+            s = _buf(sendbuf, False, "sendbuf")
+            if (s.dtype, s.count) != (r.dtype, r.count):
+                raise ArgumentError(1, "sendbuf and recvbuf differ in type or length (%d %s and %d %s elements)" %
+                                    (s.count, _buffers.NAMES[s.dtype], r.count, _buffers.NAMES[r.dtype]))
+            if s.cuda != r.cuda:
+                raise ArgumentError(1, "sendbuf is on %s and recvbuf on %s: pass both on one device" %
+                                    (s.where, r.where))
+            out = recvbuf
+        src = _IN_PLACE if s is r else s.addr
+        if r.cuda is not None:
+            stream = self._gpu_of(r, "recvbuf" if s is not r else "buf")
+            _check(_lib.fr_allreduce_stream(src, r.addr, r.count, r.dtype, code, self._live(), stream.cuda_stream))
+            return self._device_done(out, stream, r, async_op)
+        if not async_op:
+            _check(_lib.fr_allreduce(src, r.addr, r.count, r.dtype, code, self._live()))
+            return out
+        req = ctypes.c_uint64(0)
+        _check(_lib.fr_iallreduce(src, r.addr, r.count, r.dtype, code, self._live(), ctypes.byref(req)))
+        return Work(out, req.value, keep=(s, r))
+
+    def bcast(self, buf, root=0, async_op=False):
+        """Broadcast buf from root, in place. Returns buf, or a Work with async_op."""
         if not isinstance(root, int) or isinstance(root, bool):
             raise ArgumentError(4, "root must be an int, not %s" % type(root).__name__)
-        b = _Buffer(buf, True, "buf")
-        _check(_lib.fr_bcast(b.addr, b.count, b.dtype, root, self._live()))
-        return buf
+        b = _buf(buf, True, "buf")
+        if b.cuda is not None:
+            stream = self._gpu_of(b, "buf")
+            _check(_lib.fr_bcast_stream(b.addr, b.count, b.dtype, root, self._live(), stream.cuda_stream))
+            return self._device_done(buf, stream, b, async_op)
+        if not async_op:
+            _check(_lib.fr_bcast(b.addr, b.count, b.dtype, root, self._live()))
+            return buf
+        req = ctypes.c_uint64(0)
+        _check(_lib.fr_ibcast(b.addr, b.count, b.dtype, root, self._live(), ctypes.byref(req)))
+        return Work(buf, req.value, keep=(b,))
+
+    def allreduce_group(self, bufs, op=SUM, async_op=False):
+        """Reduce every buffer of the list in place, fused by the library
+        into few messages (FASTREDUCE_FUSION_BYTES); one element type and
+        one place for all. Returns the list, or a Work with async_op."""
+        code = self._op(op)
+        bufs = list(bufs)
+        bs = [_buf(x, True, "bufs[%d]" % i) for i, x in enumerate(bufs)]
+        if not bs:
+            return Work(bufs) if async_op else bufs
+        try:
+            _buffers.same_kind(bs, "the buffers")
+        except _buffers.Refused as e:
+            raise ArgumentError(e.status, str(e)) from None
+        if bs[0].cuda is not None:
+            # (one call per buffer, on the current stream, as the library
+            # serves a device group)
+            stream = self._gpu_of(bs[0], "bufs[0]")
+            for b in bs:
+                _check(_lib.fr_allreduce_stream(_IN_PLACE, b.addr, b.count, b.dtype, code, self._live(),
+                                                stream.cuda_stream))
+            return self._device_done(bufs, stream, bs[0], async_op)
+        n = len(bs)
+        ptrs = (ctypes.c_void_p * n)(*[b.addr for b in bs])
+        counts = (ctypes.c_size_t * n)(*[b.count for b in bs])
+        if not async_op:
+            _check(_lib.fr_allreduce_group(None, ptrs, counts, n, bs[0].dtype, code, self._live()))
+            return bufs
+        req = ctypes.c_uint64(0)
+        _check(_lib.fr_iallreduce_group(None, ptrs, counts, n, bs[0].dtype, code, self._live(), ctypes.byref(req)))
+        return Work(bufs, req.value, keep=bs)
 
     def allreduce_algorithm(self, count, dtype="float32", op=SUM):
-        """The algorithm fastreduce would use for an allreduce of count elements."""
-        a = _lib.fr_allreduce_algorithm(self._live(), count, _DTYPES[dtype], _OPS[op])
+        """The algorithm fastreduce would use for an allreduce of count
+        elements; @p count may be a tensor or array, whose size, type and
+        place (host or CUDA) are then asked about."""
+        if isinstance(count, int):
+            a = _lib.fr_allreduce_algorithm(self._live(), count, _DTYPES[dtype], self._op(op))
+        else:
+            b = _buf(count, False, "buf", addr=False)
+            if b.cuda is not None and not cuda_support():
+                self._gpu_of(b, "buf")   # (refuses it, saying why)
+            ask = _lib.fr_allreduce_algorithm_device if b.cuda is not None else _lib.fr_allreduce_algorithm
+            a = ask(self._live(), b.count, b.dtype, self._op(op))
         return a.decode() if a else None
 
     def free(self):
