@@ -1,0 +1,363 @@
+"""fastreduce for PyTorch trainers: DDP communication hooks, a Horovod-style
+DistributedOptimizer, and broadcasts of parameters and optimizer state.
+
+    import fastreduce.torch as frt
+
+    ddp = DistributedDataParallel(model)                 # gloo or NCCL group
+    ddp.register_comm_hook(frt.default_comm(), frt.allreduce_hook)
+
+    opt = frt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters())
+    frt.broadcast_parameters(model.state_dict(), root_rank=0)
+    frt.broadcast_optimizer_state(opt, root_rank=0)
+
+Every function takes a fastreduce.Comm (`comm`, or the hook's state);
+None means default_comm(), one over MPI.COMM_WORLD.
+"""
+import io
+import queue
+import socket
+import threading
+
+import numpy as np
+import torch
+
+import fastreduce as _fr
+from fastreduce import AVG, SUM
+
+__all__ = ["default_comm", "init_process_group", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "future_of",
+           "DistributedOptimizer", "Compression", "broadcast_parameters", "broadcast_optimizer_state",
+           "broadcast_object"]
+
+_default = None
+
+
+def default_comm():
+    """A communicator over MPI.COMM_WORLD, made at the first call (collective)."""
+    global _default
+    if _default is None:
+        _default = _fr.Comm()
+    return _default
+
+
+def _comm(comm):
+    return default_comm() if comm is None else comm
+
+
+def init_process_group(backend="gloo", comm=None, **kw):
+    """torch.distributed's default group over the ranks of @p comm's MPI
+    communicator, same ranks and size, for DDP and other torch.distributed
+    users: rank 0 picks a free TCP port on 127.0.0.1, or on MASTER_ADDR where
+    set, and MPI tells the others (collective)."""
+    import os
+    import torch.distributed as dist
+    mpi = _comm(comm).mpi_comm
+    addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
+    port = None
+    if mpi.Get_rank() == 0:
+        with socket.socket() as s:
+            s.bind((addr, 0))
+            port = s.getsockname()[1]
+    port = mpi.bcast(port, root=0)
+    dist.init_process_group(backend, init_method="tcp://%s:%d" % (addr, port), rank=mpi.Get_rank(),
+                            world_size=mpi.Get_size(), **kw)
+
+
+# ------------------------------------------------------------------ futures
+
+class _Completer:
+    """One thread that completes torch futures from fastreduce Works, in the
+    order they were started (the order a communicator runs them). It waits
+    inside the library with the GIL released, so Python goes on meanwhile."""
+
+    def __init__(self):
+        self._q = queue.Queue()
+        self._thread = None
+        self._lock = threading.Lock()
+
+    def add(self, work, fut, then):
+        with self._lock:
+            if self._thread is None:
+                from mpi4py import MPI
+                if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
+                    raise _fr.FastReduceError(7, "fastreduce.torch completes futures on a thread of its own, which "
+                                                 "needs MPI initialised with MPI_THREAD_MULTIPLE (mpi4py's default)")
+                self._thread = threading.Thread(target=self._run, name="fastreduce-futures", daemon=True)
+                self._thread.start()
+        self._q.put((work, fut, then))
+
+    def _run(self):
+        while True:
+            work, fut, then = self._q.get()
+            try:
+                work.wait()
+                fut.set_result(then())
+            except Exception as e:   # the future carries it to whoever waits
+                fut.set_exception(e)
+
+
+_completer = _Completer()
+
+
+def future_of(work, then=None):
+    """A torch.futures.Future completed when @p work (a host fastreduce.Work)
+    completes, with then()'s value (default: the work's result)."""
+    fut = torch.futures.Future()
+    _completer.add(work, fut, then or work.result)
+    return fut
+
+
+def _done_on_stream(tensor):
+    """A future for work already queued on @p tensor's current stream: it
+    completes at once, and CUDA-aware futures make their users' streams
+    wait for that stream."""
+    fut = torch.futures.Future(devices=[tensor.device])
+    fut.set_result(tensor)
+    return fut
+
+
+# ---------------------------------------------------------------- DDP hooks
+
+def allreduce_hook(state, bucket):
+    """DDP communication hook: average the bucket over the ranks with
+    fastreduce. Register with ddp.register_comm_hook(comm_or_None, allreduce_hook).
+    Host buckets are reduced by a non-blocking request while backward goes
+    on; CUDA buckets on the current stream."""
+    comm = _comm(state)
+    buf = bucket.buffer()
+    work = comm.allreduce(buf, op=AVG, async_op=True)
+    if buf.is_cuda:
+        return _done_on_stream(buf)
+    return future_of(work, lambda: buf)
+
+
+def _compress_hook(wire_dtype):
+    def hook(state, bucket):
+        comm = _comm(state)
+        buf = bucket.buffer()
+        # divided before the sum, as PyTorch's fp16_compress_hook does, so that
+        # the sum of large gradients stays in the narrow type's range
+        wire = buf.to(wire_dtype).div_(comm.size)
+        work = comm.allreduce(wire, op=SUM, async_op=True)
+
+        def back():
+            buf.copy_(wire)
+            return buf
+        if buf.is_cuda:
+            return _done_on_stream(back())
+        return future_of(work, back)
+    return hook
+
+
+fp16_compress_hook = _compress_hook(torch.float16)
+fp16_compress_hook.__doc__ = """As allreduce_hook, with the bucket sent as float16 (half the bytes)."""
+bf16_compress_hook = _compress_hook(torch.bfloat16)
+bf16_compress_hook.__doc__ = """As allreduce_hook, with the bucket sent as bfloat16."""
+
+
+# --------------------------------------------------------------- broadcasts
+
+def _bcast_tensor(comm, t, root_rank):
+    """Start a broadcast of @p t's bytes (any dtype: a broadcast copies bits)."""
+    flat = t.detach().reshape(-1)
+    if not t.is_contiguous() or flat.data_ptr() != t.data_ptr():
+        raise _fr.ArgumentError(1, "broadcast: a tensor that is not contiguous; make it so first")
+    return comm.bcast(flat.view(torch.uint8), root=root_rank, async_op=True)
+
+
+def broadcast_parameters(params, root_rank=0, comm=None):
+    """Broadcast tensors from root_rank, in place: a state_dict, a
+    named_parameters() iterator, or an iterable of tensors."""
+    comm = _comm(comm)
+    items = params.items() if hasattr(params, "items") else params
+    tensors = [p[1] if isinstance(p, tuple) else p for p in items]
+    works = [_bcast_tensor(comm, t, root_rank) for t in tensors if isinstance(t, torch.Tensor)]
+    for w in works:
+        w.wait()
+
+
+def broadcast_object(obj, root_rank=0, comm=None):
+    """root_rank's @p obj on every rank (torch.save's pickling: tensors, dicts,
+    lists, numbers); returns it."""
+    comm = _comm(comm)
+    data = b""
+    if comm.rank == root_rank:
+        f = io.BytesIO()
+        torch.save(obj, f)
+        data = f.getvalue()
+    n = np.array([len(data)], np.int64)
+    comm.bcast(n, root=root_rank)
+    buf = np.frombuffer(data, np.uint8).copy() if comm.rank == root_rank else np.empty(int(n[0]), np.uint8)
+    comm.bcast(buf, root=root_rank)
+    if comm.rank == root_rank:
+        return obj
+    return torch.load(io.BytesIO(buf.tobytes()), map_location="cpu", weights_only=False)
+
+
+def broadcast_optimizer_state(optimizer, root_rank=0, comm=None):
+    """Make every rank's optimizer state (its state tensors, step counts and
+    hyper-parameters) root_rank's."""
+    state = broadcast_object(optimizer.state_dict(), root_rank, comm)
+    if _comm(comm).rank != root_rank:
+        optimizer.load_state_dict(state)
+
+
+# ------------------------------------------------------ DistributedOptimizer
+
+class Compression:
+    """How gradients travel: Compression.none (as they are), .fp16 or .bf16."""
+
+    class _To:
+        def __init__(self, dtype):
+            self.dtype = dtype
+
+        def __repr__(self):
+            return "Compression(%s)" % self.dtype
+
+    none = _To(None)
+    fp16 = _To(torch.float16)
+    bf16 = _To(torch.bfloat16)
+
+
+class _Bucket:
+    __slots__ = ("params", "pending", "ready", "work", "wire")
+
+    def __init__(self, params):
+        self.params, self.pending, self.ready, self.work, self.wire = params, len(params), False, None, None
+
+
+def _buckets(params, fusion_bytes, wire_dtype):
+    """Parameters in reverse order (backward makes the last layers' gradients
+    first), cut into buckets of one device and type of at most
+    @p fusion_bytes on the wire; 0: one parameter a bucket."""
+    out, cur, size, key = [], [], 0, None
+    for p in reversed(params):
+        k = (p.device, p.dtype)
+        nbytes = p.numel() * (torch.empty(0, dtype=wire_dtype or p.dtype).element_size())
+        if cur and (k != key or fusion_bytes <= 0 or size + nbytes > fusion_bytes):
+            out.append(_Bucket(cur))
+            cur, size = [], 0
+        cur.append(p)
+        size += nbytes
+        key = k
+    if cur:
+        out.append(_Bucket(cur))
+    return out
+
+
+class _DistributedOptimizer:
+    """The methods a DistributedOptimizer adds to the wrapped optimizer's
+    class (see DistributedOptimizer())."""
+
+    def _fr_setup(self, named_parameters, comm, fusion_bytes, compression, backward_passes_per_step, op,
+                  average_aggregated_gradients):
+        if backward_passes_per_step < 1:
+            raise _fr.ArgumentError(1, "backward_passes_per_step must be at least 1")
+        if op not in (AVG, SUM):
+            raise _fr.ArgumentError(1, "op must be fastreduce.AVG or SUM, not %r" % (op,))
+        params = [p for g in self.param_groups for p in g["params"] if p.requires_grad]
+        self._fr_names = {}
+        if named_parameters is not None:
+            self._fr_names = {id(p): name for name, p in named_parameters}
+            unnamed = [p for p in params if id(p) not in self._fr_names]
+            if unnamed:
+                raise _fr.ArgumentError(1, "named_parameters lacks %d of the optimizer's parameters" % len(unnamed))
+        self._fr_comm = _comm(comm)
+        self._fr_wire = compression.dtype
+        self._fr_op = op
+        self._fr_passes_per_step = backward_passes_per_step
+        self._fr_average_passes = average_aggregated_gradients
+        self._fr_buckets = _buckets(params, fusion_bytes, compression.dtype)
+        self._fr_bucket_of = {id(p): b for b in self._fr_buckets for p in b.params}
+        self._fr_passes = {id(p): 0 for p in params}
+        self._fr_next = 0   # the first bucket not started: buckets start in order on every rank
+        self._fr_hooks = [p.register_post_accumulate_grad_hook(self._fr_ready) for p in params]
+
+    def _fr_name(self, p):
+        return self._fr_names.get(id(p), "a parameter of shape %s" % tuple(p.shape))
+
+    def _fr_ready(self, p):
+        """After backward accumulated @p p's gradient: count the pass, and
+        start its bucket's allreduce (and the next ready ones') when full."""
+        n = self._fr_passes[id(p)] = self._fr_passes[id(p)] + 1
+        if n > self._fr_passes_per_step:
+            raise _fr.FastReduceError(16, "%s got a gradient %d times before step(); backward_passes_per_step is %d"
+                                      % (self._fr_name(p), n, self._fr_passes_per_step))
+        if n < self._fr_passes_per_step:
+            return
+        b = self._fr_bucket_of[id(p)]
+        b.pending -= 1
+        if b.pending == 0:
+            b.ready = True
+            self._fr_start_ready()
+
+    def _fr_start_ready(self):
+        while self._fr_next < len(self._fr_buckets) and self._fr_buckets[self._fr_next].ready:
+            self._fr_start(self._fr_buckets[self._fr_next])
+            self._fr_next += 1
+
+    def _fr_start(self, b):
+        for p in b.params:
+            if p.grad is None:   # not used this step on this rank: zeros, as every rank must send
+                p.grad = torch.zeros_like(p)
+        grads = [p.grad for p in b.params]
+        comm = self._fr_comm
+        if self._fr_wire is None and all(g.is_contiguous() for g in grads):
+            b.wire = grads
+            b.work = comm.allreduce_group(grads, op=self._fr_op, async_op=True)
+            return
+        b.wire = [g.to(self._fr_wire or g.dtype).contiguous() for g in grads]
+        op = self._fr_op
+        if self._fr_wire is not None and op == AVG:
+            for w in b.wire:   # (divided first: a narrow type's sum could overflow)
+                w.div_(comm.size)
+            op = SUM
+        b.work = comm.allreduce_group(b.wire, op=op, async_op=True)
+
+    def synchronize(self):
+        """Finish every gradient's allreduce (starting those whose gradients
+        did not come, as zeros) and leave the averages in .grad."""
+        for b in self._fr_buckets:
+            b.ready = True
+        self._fr_start_ready()
+        for b in self._fr_buckets:
+            b.work.wait()
+            for p, w in zip(b.params, b.wire):
+                if w is not p.grad:
+                    p.grad.copy_(w)
+                if self._fr_average_passes and self._fr_passes_per_step > 1:
+                    p.grad.div_(self._fr_passes_per_step)
+            b.work, b.wire, b.ready, b.pending = None, None, False, len(b.params)
+        for k in self._fr_passes:
+            self._fr_passes[k] = 0
+        self._fr_next = 0
+
+    def step(self, closure=None):
+        self.synchronize()
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, set_to_none=True):
+        if any(self._fr_passes.values()):
+            raise _fr.FastReduceError(18, "zero_grad() while gradients' allreduces are pending: call step() or "
+                                      "synchronize() first")
+        return super(self.__class__, self).zero_grad(set_to_none)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, comm=None, fusion_bytes=25 << 20,
+                         compression=Compression.none, backward_passes_per_step=1, op=AVG,
+                         average_aggregated_gradients=False):
+    """Wrap @p optimizer so that each gradient is averaged over the ranks as
+    soon as backward has made it: gradients go into buckets of at most
+    @p fusion_bytes (0: one a bucket), each reduced by a non-blocking grouped
+    allreduce when all its gradients are ready, and step() waits for them.
+    With backward_passes_per_step=k, gradients accumulate over k backward
+    passes before they are reduced (divided by k too with
+    average_aggregated_gradients). The result is an instance of the
+    optimizer's own class, with its param_groups and state."""
+    methods = {k: v for k, v in vars(_DistributedOptimizer).items() if k not in ("__dict__", "__weakref__")}
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), methods)
+    opt = cls.__new__(cls)
+    opt.__dict__.update(optimizer.__dict__)   # the same param_groups, state, defaults and hooks
+    opt._fr_setup(named_parameters, comm, fusion_bytes, compression, backward_passes_per_step, op,
+                  average_aggregated_gradients)
+    return opt

@@ -1,0 +1,333 @@
+"""fastreduce with torch under mpirun (2 and 3 ranks): tensors of every type,
+asynchronous handles, the DDP hooks against DDP's own allreduce over gloo,
+the DistributedOptimizer against gradients averaged by hand, and the
+broadcasts. References are computed from every rank's inputs on every
+rank (each rank can make every rank's data), never with fastreduce."""
+import copy
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+from mpi4py import MPI
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import fastreduce as fr
+import fastreduce.torch as frt
+
+W = MPI.COMM_WORLD
+ME, NP = W.Get_rank(), W.Get_size()
+TYPES = [torch.int8, torch.uint8, torch.int32, torch.uint32, torch.int64, torch.uint64, torch.float16,
+         torch.bfloat16, torch.float32, torch.float64]
+
+
+@pytest.fixture(scope="module")
+def comm():
+    c = fr.Comm(W)
+    yield c
+    c.free()
+
+
+@pytest.fixture(scope="module")
+def gloo(comm):
+    """torch.distributed over gloo, for DDP."""
+    frt.init_process_group("gloo", comm)
+    yield
+    dist.destroy_process_group()
+
+
+def values(dtype, n, r):
+    """Rank r's input: small integers, exact in every type and in their sums."""
+    return torch.from_numpy(((np.arange(n) * 5 + r * 3) % 7).astype(np.int64)).to(dtype)
+
+
+def reference(dtype, n, op):
+    every = np.stack([values(torch.float64, n, r).numpy() for r in range(NP)]) if n else np.zeros((NP, 0))
+    want = {"sum": every.sum(0), "max": every.max(0), "min": every.min(0), "prod": every.prod(0),
+            "avg": every.sum(0) / NP}[op]
+    if not dtype.is_floating_point and op == "avg":
+        want = np.trunc(want)
+    return torch.from_numpy(want).to(dtype)
+
+
+def same_on_every_rank(t):
+    got = W.allgather(t.detach().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return all(g == got[0] for g in got)
+
+
+# ------------------------------------------------------------ the package
+
+@pytest.mark.parametrize("dtype", TYPES, ids=str)
+@pytest.mark.parametrize("op", ["sum", "max", "avg"])
+@pytest.mark.parametrize("n", [0, 1, 1000, 70001])
+def test_allreduce_tensor(comm, dtype, op, n):
+    want = reference(dtype, n, op)
+    out = torch.full((n,), 9, dtype=dtype)
+    mine = values(dtype, n, ME)
+    assert comm.allreduce(mine, out, op=op) is out
+    assert torch.equal(out, want)
+    assert torch.equal(mine, values(dtype, n, ME))   # sendbuf untouched
+    inplace = values(dtype, n, ME)
+    work = comm.allreduce(inplace, op=op, async_op=True)
+    assert work.wait() is True
+    assert work.is_completed() and work.result() is inplace
+    assert torch.equal(inplace, want)
+
+
+@pytest.mark.parametrize("dtype", TYPES, ids=str)
+def test_bcast_tensor_every_root(comm, dtype):
+    for root in range(NP):
+        for n in (0, 3, 100003):
+            t = values(dtype, n, root) if ME == root else torch.zeros(n, dtype=dtype)
+            works = [comm.bcast(t, root=root, async_op=True)]
+            for w in works:
+                w.wait()
+            assert torch.equal(t, values(dtype, n, root))
+            t2 = values(dtype, n, root) if ME == root else torch.zeros(n, dtype=dtype)
+            comm.bcast(t2.view(-1), root=root)
+            assert torch.equal(t2, values(dtype, n, root))
+
+
+def test_many_async_in_flight(comm):
+    """Requests of mixed kinds and sizes in flight together, completed out of
+    their order of start; each result checked."""
+    sizes = [0, 1, 17, 4096, 65537, 300000]
+    ts = [values(torch.float32, n, ME) for n in sizes]
+    group = [values(torch.float64, n, ME) for n in reversed(sizes)]
+    b = values(torch.int32, 5000, 1 % NP) if ME == 1 % NP else torch.zeros(5000, dtype=torch.int32)
+    works = [comm.allreduce(t, op="sum", async_op=True) for t in ts]
+    works.append(comm.allreduce_group(group, op="max", async_op=True))
+    works.append(comm.bcast(b, root=1 % NP, async_op=True))
+    for w in reversed(works):
+        w.wait()
+    for t, n in zip(ts, sizes):
+        assert torch.equal(t, reference(torch.float32, n, "sum"))
+    for t, n in zip(group, reversed(sizes)):
+        assert torch.equal(t, reference(torch.float64, n, "max"))
+    assert torch.equal(b, values(torch.int32, 5000, 1 % NP))
+
+
+def test_group_uneven(comm):
+    sizes = [3, 0, 70000, 1, 0, 1 << 17, 5]
+    for op in ("sum", "avg"):
+        bufs = [values(torch.float32, n, ME) for n in sizes]
+        assert comm.allreduce_group(bufs, op=op) is not None
+        for t, n in zip(bufs, sizes):
+            assert torch.equal(t, reference(torch.float32, n, op))
+    assert comm.allreduce_group([]) == []
+
+
+def test_is_completed_polls(comm):
+    t = values(torch.float32, 1 << 20, ME)
+    w = comm.allreduce(t, async_op=True)
+    while not w.is_completed():
+        pass
+    assert torch.equal(t, reference(torch.float32, 1 << 20, "sum"))
+    assert w.wait() is True   # again: nothing left to do
+
+
+def test_bad_tensors_leave_everything_as_it_was(comm):
+    a = values(torch.float32, 16, ME)
+    keep = a.clone()
+    cases = [
+        (lambda: comm.allreduce(torch.ones(4, 4)[:, 1]), "not contiguous"),
+        (lambda: comm.allreduce(torch.ones(3, dtype=torch.int16)), "torch.int16 is not one of"),
+        (lambda: comm.allreduce(torch.ones(3, dtype=torch.bool)), "torch.bool is not one of"),
+        (lambda: comm.allreduce(a, torch.zeros(16, dtype=torch.float64)), "differ in type"),
+        (lambda: comm.allreduce(a, torch.zeros(15)), "differ in type or length"),
+        (lambda: comm.allreduce_group([a, torch.zeros(3, dtype=torch.float64)]), "mix element types"),
+        (lambda: comm.allreduce(a.to_sparse()), "dense"),
+        (lambda: comm.allreduce(torch.empty(3, device="meta")), "device meta"),
+        (lambda: comm.allreduce(a, op="xor"), "op 'xor'"),
+        (lambda: comm.bcast(a, root=NP), "FR_ERR_ROOT"),
+    ]
+    for call, message in cases:
+        with pytest.raises(fr.ArgumentError, match=message):
+            call()
+        assert torch.equal(a, keep)
+    comm.allreduce(a)   # the communicator still works
+    assert torch.equal(a, reference(torch.float32, 16, "sum"))
+
+
+def fake_cuda(n=1000, dtype=torch.float32):
+    """A tensor that says it is on cuda:0, made without a GPU."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        return torch.empty(n, dtype=dtype, device="cuda")
+
+
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+def test_cuda_tensor_takes_the_device_path(comm):
+    t = fake_cuda()
+    if fr.cuda_support():
+        # the library's choice for device memory: NCCL's, or the staged copy
+        assert comm.allreduce_algorithm(t) in ("nccl", "nccl_ring", "nccl_tree", "staged")
+        assert comm.allreduce_algorithm(torch.empty(1000)) not in ("nccl", "nccl_ring", "nccl_tree", "staged")
+    else:
+        for call in (lambda: comm.allreduce(t), lambda: comm.bcast(t), lambda: comm.allreduce_group([t]),
+                     lambda: comm.allreduce_algorithm(t)):
+            with pytest.raises(fr.ArgumentError, match="built without CUDA: rebuild it with CUDA"):
+                call()
+    host = values(torch.float32, 1000, ME)
+    with pytest.raises(fr.ArgumentError, match="sendbuf is on host and recvbuf on cuda:0"):
+        comm.allreduce(host, t)
+    with pytest.raises(fr.ArgumentError, match="different places"):
+        comm.allreduce_group([host, t])
+    assert torch.equal(host, values(torch.float32, 1000, ME))
+
+
+# --------------------------------------------------------------- DDP hooks
+
+def model(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(12, 64), torch.nn.Tanh(), torch.nn.Linear(64, 32), torch.nn.Tanh(),
+                               torch.nn.Linear(32, 3))
+
+
+def batch(step, rank, n=16):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    x = torch.randn(n, 12, generator=g)
+    return x, (x[:, :3].sum(1) > 0).long() + (x[:, 3] > 1).long()
+
+
+def train_ddp(hook, state=None, steps=6, bucket_mb=0.002, device=None):
+    """DDP's parameters after @p steps with @p hook (None: DDP's own
+    allreduce); on @p device (a GPU, one a rank) or the CPU."""
+    gpus = [device.index] if device is not None else None
+    m = DDP(model().to(device), device_ids=gpus, bucket_cap_mb=bucket_mb)   # small buckets: several requests a step
+    if hook is not None:
+        m.register_comm_hook(state, hook)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    for s in range(steps):
+        opt.zero_grad()
+        x, y = batch(s, ME)
+        torch.nn.functional.cross_entropy(m(x.to(device)), y.to(device)).backward()
+        opt.step()
+    return [p.detach().cpu().clone() for p in m.module.parameters()]
+
+
+@pytest.mark.parametrize("hook,theirs,tol", [
+    ("allreduce_hook", None, 1e-6),
+    ("fp16_compress_hook", "fp16_compress_hook", 2e-3),
+    ("bf16_compress_hook", "bf16_compress_hook", 2e-2),
+])
+def test_ddp_hook_matches_gloo(gloo, comm, hook, theirs, tol):
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    ref = train_ddp(getattr(default_hooks, theirs) if theirs else None)
+    got = train_ddp(getattr(frt, hook), comm)
+    for a, b in zip(ref, got):
+        assert same_on_every_rank(b)
+        torch.testing.assert_close(b, a, rtol=tol, atol=tol)
+
+
+def test_ddp_hook_default_comm(gloo):
+    ref = train_ddp(None, steps=2)
+    got = train_ddp(frt.allreduce_hook, None, steps=2)
+    for a, b in zip(ref, got):
+        torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------- DistributedOptimizer
+
+def by_hand(make_opt, steps, passes, average_passes):
+    """Every rank's gradients computed here, averaged in float64 and applied
+    by a plain optimizer: the reference."""
+    m = model()
+    opt = make_opt(m.parameters())
+    for s in range(steps):
+        opt.zero_grad()
+        sums = [torch.zeros_like(p, dtype=torch.float64) for p in m.parameters()]
+        for r in range(NP):
+            mr = copy.deepcopy(m)
+            for k in range(passes):
+                x, y = batch(s * passes + k, r)
+                torch.nn.functional.cross_entropy(mr(x), y).backward()
+            for acc, p in zip(sums, mr.parameters()):
+                acc += p.grad.double()
+        for p, acc in zip(m.parameters(), sums):
+            g = acc / NP
+            p.grad = (g / passes if average_passes else g).float()
+        opt.step()
+    return [p.detach() for p in m.parameters()]
+
+
+def with_fastreduce(comm, make_opt, steps, passes, average_passes, **kw):
+    m = model()
+    opt = frt.DistributedOptimizer(make_opt(m.parameters()), named_parameters=m.named_parameters(), comm=comm,
+                                   backward_passes_per_step=passes, average_aggregated_gradients=average_passes,
+                                   **kw)
+    assert isinstance(opt, type(make_opt([torch.nn.Parameter(torch.zeros(1))])))
+    for s in range(steps):
+        opt.zero_grad()
+        for k in range(passes):
+            x, y = batch(s * passes + k, ME)
+            torch.nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+    return [p.detach() for p in m.parameters()], opt
+
+
+SGD = lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)   # noqa: E731
+ADAM = lambda ps: torch.optim.Adam(ps, lr=0.01)              # noqa: E731
+
+
+@pytest.mark.parametrize("fusion", [0, 600, 25 << 20])
+@pytest.mark.parametrize("compression,tol", [("none", 1e-5), ("fp16", 3e-3), ("bf16", 3e-2)])
+@pytest.mark.parametrize("passes,average", [(1, False), (3, False), (2, True)])
+def test_optimizer_matches_hand_averaged(comm, fusion, compression, tol, passes, average):
+    # (Adam divides by the gradients' size, which turns a narrow type's
+    # rounding of small gradients into large steps: compressed runs use SGD)
+    make = ADAM if fusion == 600 and compression == "none" else SGD
+    want = by_hand(make, 3, passes, average)
+    got, opt = with_fastreduce(comm, make, 3, passes, average, fusion_bytes=fusion,
+                               compression=getattr(frt.Compression, compression))
+    nparams = len(got)
+    assert len(opt._fr_buckets) == (nparams if fusion == 0 else 1 if fusion > 1 << 20 else len(opt._fr_buckets))
+    if fusion == 600:
+        assert 1 < len(opt._fr_buckets) < nparams
+    for a, b in zip(want, got):
+        assert same_on_every_rank(b)
+        torch.testing.assert_close(b, a, rtol=tol, atol=tol)
+
+
+def test_optimizer_unused_parameter_and_misuse(comm):
+    m = model()
+    extra = torch.nn.Parameter(torch.ones(4))   # never gets a gradient
+    opt = frt.DistributedOptimizer(torch.optim.SGD(list(m.parameters()) + [extra], lr=0.1), comm=comm,
+                                   fusion_bytes=0)
+    x, y = batch(0, ME)
+    torch.nn.functional.cross_entropy(m(x), y).backward()
+    with pytest.raises(fr.FastReduceError, match="zero_grad"):
+        opt.zero_grad()
+    opt.step()
+    assert torch.equal(extra.detach(), torch.ones(4))   # a zero gradient on every rank
+    torch.nn.functional.cross_entropy(m(x), y).backward()
+    with pytest.raises(fr.FastReduceError, match="2 times before step"):
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+    opt.synchronize()
+    with pytest.raises(fr.ArgumentError, match="named_parameters lacks"):
+        frt.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), named_parameters=[])
+
+
+# -------------------------------------------------------------- broadcasts
+
+def test_broadcast_parameters_and_optimizer_state(comm):
+    for root in range(NP):
+        m = model(seed=ME)   # different on every rank
+        m.register_buffer("flag", torch.tensor([ME % 2 == 0]))   # a bool buffer: bytes are broadcast
+        opt = torch.optim.Adam(m.parameters(), lr=0.01 * (ME + 1))
+        x, y = batch(ME, ME)
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()   # state (exp_avg, step) differs on every rank
+        # root's state, sent by mpi4py's pickling: the reference
+        want = W.bcast(copy.deepcopy(m.state_dict()) if ME == root else None, root=root)
+        want_opt = W.bcast(copy.deepcopy(opt.state_dict()) if ME == root else None, root=root)
+        frt.broadcast_parameters(m.state_dict(), root_rank=root, comm=comm)
+        frt.broadcast_optimizer_state(opt, root_rank=root, comm=comm)
+        for name, t in m.state_dict().items():
+            assert torch.equal(t, want[name]), name
+        got_opt = opt.state_dict()
+        assert got_opt["param_groups"] == want_opt["param_groups"]
+        for k, v in want_opt["state"].items():
+            for field, t in v.items():
+                assert torch.equal(torch.as_tensor(got_opt["state"][k][field]), torch.as_tensor(t)), (k, field)
+    assert frt.broadcast_object({"a": [1, 2]} if ME == 0 else None, 0, comm) == {"a": [1, 2]}
