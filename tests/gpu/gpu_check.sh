@@ -17,7 +17,9 @@
 #              (fastreduce-tune's budget, default 60 s),
 #              FASTREDUCE_TEST_QUICK (default 1: run_gpu.sh's quick counts),
 #              GPU_CHECK_FAKE_MAX (largest size with ranks faked as nodes, 64K),
-#              GPU_CHECK_PARTS (default plugin,tests,osu,tune,host,one,fake: which
+#              GPU_CHECK_PYTHON (a python with torch for CUDA and mpi4py, for the
+#              torch part; default python3),
+#              GPU_CHECK_PARTS (default plugin,tests,osu,tune,host,torch,one,fake: which
 #              parts run; one and fake choose the shapes of tests, osu and tune:
 #              a rank per GPU, and 2 ranks faked as 2 nodes on a single GPU),
 #              FR_NCCL_LIBDIR (where libnccl.so.2 is, for a bundle; else searched).
@@ -31,6 +33,7 @@ mkdir -p "$out/logs"
 out=$(cd "$out" && pwd)
 exec > >(tee "$out/gpu_check.log") 2>&1
 export FASTREDUCE_TEST_QUICK=${FASTREDUCE_TEST_QUICK:-1} FR_TEST_TIMEOUT=${FR_TEST_TIMEOUT:-60}
+export FASTREDUCE_LIB=${FASTREDUCE_LIB:-} PYTHONPATH=${PYTHONPATH:-}   # (launch passes them on)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 finish() { tar czf "$out/gpu_check.tgz" -C "$out" logs 2>/dev/null; echo "=== gpu_check: $1 ($out)"; exit "${2:-0}"; }
 
@@ -79,7 +82,7 @@ launch() {  # launch SECONDS NP PROGRAM ARGS...
     local t=$1 np=$2; shift 2
     if [ "$FLAVOR" = openmpi ]; then
         timeout "$t" "$MPIRUN" --bind-to none -x FASTREDUCE_DEBUG -x FASTREDUCE_DEBUG_SUBSYS -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS \
-            -x LD_LIBRARY_PATH -np "$np" "$@"
+            -x LD_LIBRARY_PATH -x FASTREDUCE_LIB -x PYTHONPATH -np "$np" "$@"
     else
         timeout "$t" "$MPIRUN" -n "$np" "$@"
     fi
@@ -94,7 +97,7 @@ else
 fi
 
 # GPU_CHECK_PARTS: which parts run, and on which shapes (default all of them)
-parts=",${GPU_CHECK_PARTS:-plugin,tests,osu,tune,host,one,fake},"
+parts=",${GPU_CHECK_PARTS:-plugin,tests,osu,tune,host,torch,one,fake},"
 part() { [[ $parts == *",$1,"* ]]; }
 ngpu=$(nvidia-smi -L | grep -c '^GPU')
 max=${GPU_CHECK_MAX:-64M}
@@ -197,5 +200,20 @@ if part host; then
         echo "np=$np exit $?"
         grep -vE '^ *$' "$out/logs/osu_host_np$np.log" | head -40
     done
+fi
+if part torch; then
+    py=${GPU_CHECK_PYTHON:-python3}
+    lib=$(prog lib/libfastreduce.so lib/.libs/libfastreduce.so)
+    echo "=== the Python package on CUDA tensors (tests/gpu/test_torch_gpu.py), $ngpu rank(s), $py"
+    if ! "$py" -c "import torch, mpi4py, pytest; assert torch.cuda.is_available()" 2>/dev/null; then
+        echo "torch: skipped (no torch for CUDA, mpi4py and pytest in $py)"
+    else
+        pkg=$top/python; [ -n "$bundle" ] && pkg=$bundle/python
+        FASTREDUCE_LIB=$lib PYTHONPATH=$pkg:$pkg/tests launch 300 "$ngpu" sh -c \
+            'exec "$0" -m pytest -q -p no:cacheprovider "$1" >"$2.${OMPI_COMM_WORLD_RANK:-$PMI_RANK}" 2>&1' \
+            "$py" "$here/test_torch_gpu.py" "$out/logs/torch_gpu.log"
+        echo "exit $?"
+        tail -3 "$out/logs/torch_gpu.log.0"
+    fi
 fi
 finish done 0

@@ -53,7 +53,9 @@ skip='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv|libstdc\+
         [[ $name =~ $skip ]] && continue
         [ -e "$dest/lib/$name" ] || cp -L "$path" "$dest/lib/$name"
     done
-cp "$top"/tests/gpu/{gpu_check.sh,run_gpu.sh,fake_nodes.sh} "$dest/"
+cp "$top"/tests/gpu/{gpu_check.sh,run_gpu.sh,fake_nodes.sh,test_torch_gpu.py} "$dest/"
+mkdir -p "$dest/python/tests" && cp -r "$top/python/fastreduce" "$dest/python/" && rm -rf "$dest/python/fastreduce/__pycache__"
+cp "$top/python/tests/test_torch.py" "$dest/python/tests/"
 chmod +x "$dest"/*.sh
 echo "pack.sh: $(du -sh "$dest" | cut -f1) in $dest:"
 (cd "$dest" && find . -type f | sort | sed 's/^/  /')
