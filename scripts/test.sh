@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test: install what is missing, build with Open MPI (with CUDA and NCCL
 # when found) and with MPICH (without them), run `make check` in both, the
-# Python package's tests (Open MPI build), the reliability runs (sanitizers,
+# Python package's tests (both builds), the reliability runs (sanitizers,
 # valgrind, fuzzing, network namespaces) and make distcheck. Ends with the
 # line "N passed, M failed".
 # Environment: FR_SKIP_RELIABILITY=1 skips the reliability runs,
@@ -49,12 +49,16 @@ for mpi in openmpi mpich; do
         done
         sed -n 's/^install_check: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$top/build-$mpi/install_check.out")
 done
-if [ -x "$top/build-openmpi/lib/.libs/libfastreduce.so" ] || [ -e "$top/build-openmpi/lib/.libs/libfastreduce.so" ]; then
-    echo "=== python: the fastreduce package under mpirun (Open MPI build; numpy, pytest, mpi4py from PyPI)"
-    "$top/scripts/test_python.sh" "$top/build-openmpi" mpicc mpirun | tee "$top/build-openmpi/python.out" | grep -E "^(FAIL|python)" || status=1
-    read -r p f < <(sed -n 's/^python: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$top/build-openmpi/python.out")
+# The Python package against each build: mpi4py built with that build's MPI
+# compiler in the build's own venv (scripts/test_python.sh).
+for mpi in openmpi mpich; do
+    case $mpi in openmpi) cc=mpicc; run=mpirun ;; mpich) cc=mpicc.mpich; run=mpiexec.mpich ;; esac
+    [ -e "$top/build-$mpi/lib/.libs/libfastreduce.so" ] || continue
+    echo "=== python: the fastreduce package under $run ($mpi build; numpy, pytest, torch, mpi4py from PyPI; the installed wheel)"
+    "$top/scripts/test_python.sh" "$top/build-$mpi" "$cc" "$run" | tee "$top/build-$mpi/python.out" | grep -E "^(FAIL|python)" || status=1
+    read -r p f < <(sed -n 's/^python: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$top/build-$mpi/python.out")
     passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
-fi
+done
 # Reliability: ASan+UBSan, valgrind memcheck, the libFuzzer targets, and two
 # hosts made of network namespaces (root only). Each ends with a line
 # "NAME: N passed, M failed" that is added in.
