@@ -122,7 +122,8 @@ def allreduce_hook(state, bucket):
     """DDP communication hook: average the bucket over the ranks with
     fastreduce. Register with ddp.register_comm_hook(comm_or_None, allreduce_hook).
     Host buckets are reduced by a non-blocking request while backward goes
-    on; CUDA buckets on the current stream."""
+    on; CUDA buckets on the current stream. DDP(..., gradient_as_bucket_view=True)
+    spares DDP a copy of each reduced bucket into the gradients."""
     comm = _comm(state)
     buf = bucket.buffer()
     work = comm.allreduce(buf, op=AVG, async_op=True)
@@ -226,14 +227,15 @@ class _Bucket:
         self.params, self.pending, self.ready, self.work, self.wire = params, len(params), False, None, None
 
 
-def _buckets(params, fusion_bytes, wire_dtype):
+def _buckets(params, fusion_bytes):
     """Parameters in reverse order (backward makes the last layers' gradients
     first), cut into buckets of one device and type of at most
-    @p fusion_bytes on the wire; 0: one parameter a bucket."""
+    @p fusion_bytes of gradients (as DDP's bucket_cap_mb counts them, before
+    any compression); 0: one parameter a bucket."""
     out, cur, size, key = [], [], 0, None
     for p in reversed(params):
         k = (p.device, p.dtype)
-        nbytes = p.numel() * (torch.empty(0, dtype=wire_dtype or p.dtype).element_size())
+        nbytes = p.numel() * p.element_size()
         if cur and (k != key or fusion_bytes <= 0 or size + nbytes > fusion_bytes):
             out.append(_Bucket(cur))
             cur, size = [], 0
@@ -267,7 +269,7 @@ class _DistributedOptimizer:
         self._fr_op = op
         self._fr_passes_per_step = backward_passes_per_step
         self._fr_average_passes = average_aggregated_gradients
-        self._fr_buckets = _buckets(params, fusion_bytes, compression.dtype)
+        self._fr_buckets = _buckets(params, fusion_bytes)
         self._fr_bucket_of = {id(p): b for b in self._fr_buckets for p in b.params}
         self._fr_passes = {id(p): 0 for p in params}
         self._fr_next = 0   # the first bucket not started: buckets start in order on every rank
