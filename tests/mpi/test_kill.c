@@ -51,6 +51,75 @@ static void *killer(void *arg)
     return NULL;
 }
 
+typedef struct {
+    const char *algo, *tmo;
+    size_t count;
+    int requests;
+} kill_opts_t;
+
+static kill_opts_t parse(int argc, char **argv)
+{
+    kill_opts_t o = { "shm", "2", 4u << 20, 0 };
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--requests")) o.requests = 1;
+        else if (i + 1 == argc) break;
+        else if (!strcmp(argv[i], "--algo")) o.algo = argv[++i];
+        else if (!strcmp(argv[i], "--timeout")) o.tmo = argv[++i];
+        else if (!strcmp(argv[i], "--count")) o.count = strtoull(argv[++i], NULL, 10);
+    }
+    return o;
+}
+
+/* Allreduce until a call fails; the last rank arranges its own death in
+ * its third call. Returns the failed call's status, its time in *t_fail. */
+static fr_status_t run_until_failure(fr_comm_t c, const kill_opts_t *o, const char *chosen, int me, int victim,
+                                     double *t_fail)
+{
+    float *buf = malloc(o->count * sizeof(float));
+    for (size_t i = 0; i < o->count; i++) buf[i] = 1.0f;
+    fr_status_t st = FR_SUCCESS;
+    for (int it = 0; it < 200; it++) {
+        if (me == victim && it == 2) {
+            printf("test_kill victim %d: killed in call %d of %s (%zu floats%s)\n", me, it + 1, chosen, o->count,
+                   o->requests ? ", three requests in flight" : "");
+            fflush(stdout);
+            pthread_t t;
+            pthread_create(&t, NULL, killer, (void *)(intptr_t)5);
+        }
+        double t0 = MPI_Wtime();
+        st = o->requests ? three_requests(buf, o->count, c)
+                         : fr_allreduce(FR_IN_PLACE, buf, o->count, FR_FLOAT32, FR_SUM, c);
+        if (st != FR_SUCCESS) { *t_fail = MPI_Wtime() - t0; break; }
+    }
+    free(buf);
+    return st;
+}
+
+/* Launchers may end the job when the first survivor leaves, and lose the
+ * others' output: each writes its line to a file in FR_KILL_OUT, and
+ * leaves once every survivor has (or after 10 s). */
+static void report(const char *line, int me, int np)
+{
+    fputs(line, stdout);
+    fflush(stdout);
+    const char *dir = getenv("FR_KILL_OUT");
+    if (!dir) return;
+    char path[512];
+    snprintf(path, sizeof path, "%s/survivor.%d", dir, me);
+    FILE *f = fopen(path, "w");
+    if (f) { fputs(line, f); fclose(f); }
+    for (int waited = 0; waited < 1000; waited++) {
+        int n = 0;
+        for (int r = 0; r < np - 1; r++) {
+            struct stat sb;
+            snprintf(path, sizeof path, "%s/survivor.%d", dir, r);
+            n += stat(path, &sb) == 0;
+        }
+        if (n == np - 1) break;
+        usleep(10000);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -60,22 +129,12 @@ int main(int argc, char **argv)
     /* MPICH's launcher tells the others of a dead rank with SIGUSR1, whose
      * default action ends the process */
     signal(SIGUSR1, SIG_IGN);
-    const char *algo = "shm";
-    const char *tmo = "2";
-    size_t count = 4u << 20;
-    int requests = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--requests")) requests = 1;
-        else if (i + 1 == argc) break;
-        else if (!strcmp(argv[i], "--algo")) algo = argv[++i];
-        else if (!strcmp(argv[i], "--timeout")) tmo = argv[++i];
-        else if (!strcmp(argv[i], "--count")) count = strtoull(argv[++i], NULL, 10);
-    }
+    kill_opts_t o = parse(argc, argv);
     char spec[64];
-    snprintf(spec, sizeof spec, "allreduce=%s", algo);
+    snprintf(spec, sizeof spec, "allreduce=%s", o.algo);
     fr_config_t cfg = FR_CONFIG_INIT;
     cfg.algo = spec;
-    setenv("FASTREDUCE_TIMEOUT", tmo, 1);
+    setenv("FASTREDUCE_TIMEOUT", o.tmo, 1);
     fr_comm_t c = NULL;
     fr_status_t st = fr_comm_create(MPI_COMM_WORLD, &cfg, &c);
     if (st != FR_SUCCESS) {
@@ -83,26 +142,12 @@ int main(int argc, char **argv)
         fflush(stdout);
         _exit(1);
     }
-    const char *chosen = fr_allreduce_algorithm(c, count, FR_FLOAT32, FR_SUM);
-    float *buf = malloc(count * sizeof(float));
-    for (size_t i = 0; i < count; i++) buf[i] = 1.0f;
-    const int victim = np - 1;
+    const char *chosen = fr_allreduce_algorithm(c, o.count, FR_FLOAT32, FR_SUM);
     double t_fail = 0;
-    for (int it = 0; it < 200; it++) {
-        if (me == victim && it == 2) {
-            printf("test_kill victim %d: killed in call %d of %s (%zu floats%s)\n", me, it + 1, chosen, count,
-                   requests ? ", three requests in flight" : "");
-            fflush(stdout);
-            pthread_t t;
-            pthread_create(&t, NULL, killer, (void *)(intptr_t)5);
-        }
-        double t0 = MPI_Wtime();
-        st = requests ? three_requests(buf, count, c) : fr_allreduce(FR_IN_PLACE, buf, count, FR_FLOAT32, FR_SUM, c);
-        if (st != FR_SUCCESS) { t_fail = MPI_Wtime() - t0; break; }
-    }
+    st = run_until_failure(c, &o, chosen, me, np - 1, &t_fail);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", fr_last_error());
-    double limit = atof(tmo) + 2.0;
+    double limit = atof(o.tmo) + 2.0;
     const char *why = st == FR_SUCCESS ? "every call succeeded although a rank was killed"
                     : st != FR_ERR_TIMED_OUT && st != FR_ERR_UCX ? "unexpected status"
                     : t_fail > limit ? "came back too late"
@@ -112,28 +157,6 @@ int main(int argc, char **argv)
     char line[1400];
     snprintf(line, sizeof line, "test_kill survivor %d: %s: %s after %.2f s (%s): %s%s%s\n", me, why ? "FAILED" : "OK",
              fr_strerror(st), t_fail, chosen, msg, why ? " -- " : "", why ? why : "");
-    fputs(line, stdout);
-    fflush(stdout);
-    free(buf);
-    /* Launchers may end the job when the first survivor leaves, and lose
-     * the others' output: each writes its line to a file, and leaves once
-     * every survivor has (or after 10 s). */
-    const char *dir = getenv("FR_KILL_OUT");
-    if (dir) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/survivor.%d", dir, me);
-        FILE *f = fopen(path, "w");
-        if (f) { fputs(line, f); fclose(f); }
-        for (int waited = 0; waited < 1000; waited++) {
-            int n = 0;
-            for (int r = 0; r < np - 1; r++) {
-                struct stat sb;
-                snprintf(path, sizeof path, "%s/survivor.%d", dir, r);
-                n += stat(path, &sb) == 0;
-            }
-            if (n == np - 1) break;
-            usleep(10000);
-        }
-    }
+    report(line, me, np);
     _exit(why ? 1 : 0);
 }
