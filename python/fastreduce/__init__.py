@@ -68,10 +68,15 @@ def cuda_support():
     return bool(_lib.fr_cuda_support())
 
 
+def _error(status):
+    """The exception for a failed call's @p status, with this thread's detail."""
+    detail = (_lib.fr_last_error() or b"").decode(errors="replace")
+    return (ArgumentError if status in _ARG_ERRORS else FastReduceError)(status, detail)
+
+
 def _check(status):
     if status != 0:
-        detail = (_lib.fr_last_error() or b"").decode(errors="replace")
-        raise (ArgumentError if status in _ARG_ERRORS else FastReduceError)(status, detail)
+        raise _error(status)
 
 
 def _buf(obj, writable, what, addr=True):
@@ -101,8 +106,13 @@ class Work:
         self._done = True
         self._keep = ()
         if status != 0:
-            detail = (_lib.fr_last_error() or b"").decode(errors="replace")
-            self._error = (ArgumentError if status in _ARG_ERRORS else FastReduceError)(status, detail)
+            self._error = _error(status)
+
+    def _complete(self):
+        """Wait for the request unless done (another thread may be at it)."""
+        with self._lock:
+            if not self._done:
+                self._finish(_lib.fr_wait(ctypes.byref(self._req)))
 
     def is_completed(self):
         if self._event is not None:
@@ -125,9 +135,7 @@ class Work:
             import torch
             self._event.wait(torch.cuda.current_stream(self._device))
             return True
-        with self._lock:
-            if not self._done:
-                self._finish(_lib.fr_wait(ctypes.byref(self._req)))
+        self._complete()
         if self._error is not None:
             raise self._error
         return True
@@ -142,9 +150,7 @@ class Work:
         # an unfinished request waits for it.
         try:
             if not self._done and _lib is not None:
-                with self._lock:
-                    if not self._done:
-                        self._finish(_lib.fr_wait(ctypes.byref(self._req)))
+                self._complete()
         except Exception:
             pass
 
