@@ -29,9 +29,8 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import numpy, pytest"
         "$venv/bin/python" -m pip install -q numpy pytest || setup_failed "numpy, pytest from PyPI"
 fi
 if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
-    # Large (the CUDA wheels, about 5 GB installed): once per venv, which
-    # stays in the build tree. Where pip's HTTP cache keeps the download, a
-    # second build's venv copies it rather than fetching it again.
+    # Large (the CUDA wheels, about 5 GB installed): once, in the venv that
+    # the builds share and that stays in the build tree.
     echo "python: installing torch from PyPI into $venv (large, once)"
     "$venv/bin/python" -m pip install -q torch || setup_failed "torch from PyPI"
 fi

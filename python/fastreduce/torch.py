@@ -160,10 +160,9 @@ bf16_compress_hook.__doc__ = """As allreduce_hook, with the bucket sent as bfloa
 
 def _bcast_tensor(comm, t, root_rank):
     """Start a broadcast of @p t's bytes (any dtype: a broadcast copies bits)."""
-    flat = t.detach().reshape(-1)
-    if not t.is_contiguous() or flat.data_ptr() != t.data_ptr():
+    if not t.is_contiguous():   # (then the flat view below would be a copy)
         raise _fr.ArgumentError(1, "broadcast: a tensor that is not contiguous; make it so first")
-    return comm.bcast(flat.view(torch.uint8), root=root_rank, async_op=True)
+    return comm.bcast(t.detach().reshape(-1).view(torch.uint8), root=root_rank, async_op=True)
 
 
 def broadcast_parameters(params, root_rank=0, comm=None):
