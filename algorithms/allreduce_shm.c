@@ -5,7 +5,9 @@
  * chunks (up to 1M in one chunk, then chunk=512K; at most a third of
  * FASTREDUCE_SHM_SIZE), in three buffers in turn; each rank copies its chunk in,
  * reduces its own slice of the chunk from every rank's copy, publishes the
- * result, and copies the other slices' results out. */
+ * result, and copies the other slices' results out. Where every rank's
+ * buffers come from fr_mem_alloc, messages above the one-shot size go
+ * zero-copy instead (shm_zcopy.h). */
 #include <string.h>
 #include "alg_util.h"
 #include "alg.h"
@@ -13,6 +15,7 @@
 #include "copy.h"
 #include "shm.h"
 #include "shm_steps.h"
+#include "shm_zcopy.h"
 #include "log.h"
 
 #define DEFAULT_CHUNK (512u * 1024u)
@@ -82,6 +85,11 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
         return FR_SUCCESS;
     }
     if (call->bytes <= one_shot_max(comm)) return small(call, comm);
+    if (fr_shm_zc_allreduce_size(comm, call)) {
+        int done;
+        FR_CHECK(fr_shm_zc_allreduce(comm, call, &done));
+        if (done) return FR_SUCCESS;
+    }
     return fr_shm_allreduce_chunks(comm, call, default_chunk(call), NULL);
 }
 

@@ -4,13 +4,16 @@
  * buffers; a message of fewer than 8 chunks takes turns in those that fit
  * in 2 MiB, 2 at least. Chunks are 256K, 512K from 1M (chunk=, at most
  * FASTREDUCE_SHM_SIZE x ranks / 8 less a 64-byte header); chunks up to 16K
- * go through a ring of 256 slots, up to 8 bytes a ring of 512 packed slots. */
+ * go through a ring of 256 slots, up to 8 bytes a ring of 512 packed slots.
+ * Where the root's buffer comes from fr_mem_alloc, the others copy from it
+ * directly (shm_zcopy.h). */
 #include <string.h>
 #include "alg_util.h"
 #include "alg.h"
 #include "copy.h"
 #include "shm.h"
 #include "shm_steps.h"
+#include "shm_zcopy.h"
 #include "log.h"
 
 #define DEFAULT_CHUNK (256u * 1024u)
@@ -33,6 +36,11 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
     if (chunk > fr_shm_bcast_max(s)) chunk = fr_shm_bcast_max(s);
     fr_copy_fn copy_out = fr_shm_copy_for(comm, call);
     int root = comm->rank_local[call->root];
+    if (fr_shm_zc_bcast_size(comm, call)) {
+        int done;
+        FR_CHECK(fr_shm_zc_bcast(comm, call, &done));
+        if (done) return FR_SUCCESS;
+    }
     for (size_t off = 0; off < call->bytes; off += chunk) {
         size_t n = call->bytes - off < chunk ? call->bytes - off : chunk;
         FR_CHECK(fr_shm_bcast_chunk(comm, root, (char *)call->recvbuf + off, n, call->bytes, copy_out));

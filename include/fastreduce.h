@@ -308,6 +308,62 @@ FR_API fr_status_t fr_bcast(void *buf, size_t count, fr_dtype_t dtype, int root,
 /** @} */
 
 /**
+ * @defgroup fr_mem_group Memory the node's ranks share
+ * Buffers from fr_mem_alloc() live in memory that the other ranks of the
+ * node can map. When every rank's buffers of an allreduce (or the root's
+ * buffer of a broadcast) are such memory, the shared-memory algorithm
+ * reads the peers' inputs and writes the results where they belong, with
+ * no copy through the node's segment ("zero-copy"); otherwise the call
+ * takes the copy path, with the same result. Each rank allocates on its
+ * own (nothing collective), from any thread; a peer maps a buffer the
+ * first time a collective uses it and keeps the mapping until the buffer
+ * is freed. The memory is an anonymous memfd: nothing is left in /dev/shm
+ * whatever happens to the process. docs/architecture.md, "Memory the
+ * node shares", tells its life cycle.
+ * @{
+ */
+
+/**
+ * Allocate @p bytes of host memory that the node's ranks can map, aligned
+ * to a page and filled with zeros. Each allocation is one memfd and one
+ * open file descriptor of the process until fr_mem_free().
+ *
+ * @param bytes bytes to allocate; 0 gives *ptr = NULL and FR_SUCCESS
+ * @param ptr   receives the address
+ * @return FR_SUCCESS, FR_ERR_NULL_POINTER, FR_ERR_NO_MEMORY (also past the
+ *         limit of open files) or FR_ERR_SYSTEM (no memfd on this system)
+ */
+FR_API fr_status_t fr_mem_alloc(size_t bytes, void **ptr);
+
+/**
+ * Free memory from fr_mem_alloc(). The program must not free a buffer
+ * that a request still uses. Peers that mapped it drop their mapping at
+ * their next collective with this rank, or when they destroy a
+ * communicator.
+ *
+ * @param ptr the address fr_mem_alloc() gave, or NULL (nothing is done)
+ * @return FR_SUCCESS, or FR_ERR_INVALID_ARG for an address fr_mem_alloc()
+ *         did not give or that was freed already (nothing is freed)
+ */
+FR_API fr_status_t fr_mem_free(void *ptr);
+
+/**
+ * Whether the @p bytes from @p ptr lie inside one live buffer of
+ * fr_mem_alloc() of this process.
+ * @return 1 if so, else 0 (also for 0 bytes)
+ */
+FR_API int fr_mem_shared(const void *ptr, size_t bytes);
+
+/**
+ * Whether the calling thread's last collective (blocking, or a request it
+ * completed) moved its data zero-copy; a grouped allreduce reports its
+ * last fused message.
+ * @return 1 if so, else 0
+ */
+FR_API int fr_last_zero_copy(void);
+/** @} */
+
+/**
  * @defgroup fr_request_group Non-blocking and grouped collectives
  * Calls that start a collective and return at once with a request, which
  * fr_test(), fr_wait() and fr_waitall() complete, as MPI_Iallreduce and

@@ -23,9 +23,10 @@ const char *fr_allreduce_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, 
 const char *fr_bcast_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root, fr_mem_t mem, char *label,
                             size_t len);
 /* The algorithm of this thread's last fr_dispatch ("" before any), or of
- * its last blocking call that another thread ran (fr_last_algorithm_set). */
+ * its last blocking call that another thread ran (fr_last_algorithm_set,
+ * with whether it went zero-copy: fr_last_zero_copy). */
 const char *fr_last_algorithm(void);
-void fr_last_algorithm_set(const char *alg);
+void fr_last_algorithm_set(const char *alg, int zcopy);
 
 /* Validate a handle: FR_SUCCESS or FR_ERR_BAD_COMM with a message. */
 fr_status_t fr_comm_check(const struct fr_comm *comm);

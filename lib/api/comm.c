@@ -17,6 +17,7 @@
 #include "mpi_types.h"
 #include "p2p.h"
 #include "shm.h"
+#include "mem.h"
 #include "wait.h"
 #include "topology.h"
 #include "hwtopo.h"
@@ -113,6 +114,8 @@ static void free_comm(struct fr_comm *c)
     fr_prog_destroy(c);
     fr_device_destroy(c);
     fr_shm_destroy(c);
+    /* (peers' freed buffers and those of ended processes stop holding memory here) */
+    fr_mem_peer_sweep();
     fr_ucx_destroy(c);
     fr_table_free(&c->table);
     fr_settings_free(&c->set);

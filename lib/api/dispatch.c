@@ -81,15 +81,40 @@ fr_status_t fr_prepare_bcast(void *buf, size_t count, fr_dtype_t dtype, int root
 }
 
 static __thread const char *last_alg = "";
+static __thread int last_zcopy;
 
 const char *fr_last_algorithm(void) { return last_alg; }
-void fr_last_algorithm_set(const char *alg) { last_alg = alg; }
+int fr_last_zero_copy(void) { return last_zcopy; }
+void fr_last_algorithm_set(const char *alg, int zcopy)
+{
+    last_alg = alg;
+    last_zcopy = zcopy;
+}
 
 static int alg_index(const fr_alg_t *a)
 {
     for (int i = 0; i < fr_nalgs; i++)
         if (fr_algs[i] == a) return i;
     return -1;
+}
+
+/* The per-call log line (FASTREDUCE_DEBUG=INFO, rank 0), after the run, so
+ * that it can say whether the call went zero-copy. */
+static void log_call(const struct fr_comm *comm, uint64_t seq, const fr_call_t *call, const fr_alg_t *a, int rule,
+                     fr_status_t st)
+{
+    char why[160];
+    if (rule >= 0) {
+        const fr_rule_t *r = &comm->table.rules[rule];
+        snprintf(why, sizeof why, "%s rule at line %d", fr_rule_src_name(r->src), r->line);
+    } else {
+        snprintf(why, sizeof why, "no rule matched or every candidate declined");
+    }
+    FR_INFO(FR_SUB_COLL, "#%lu %s %zu bytes %s%s%s%s -> %s%s (%s)%s%s", (unsigned long)seq,
+            fr_coll_name(call->coll), call->bytes, fr_dtype_name(call->dtype),
+            call->coll == FR_COLL_ALLREDUCE ? " " : "", call->coll == FR_COLL_ALLREDUCE ? fr_op_name(call->op) : "",
+            call->coll == FR_COLL_BCAST ? " from root" : "", a->name, call->zcopy ? ", zero-copy" : "", why,
+            st == FR_SUCCESS ? "" : ": ", st == FR_SUCCESS ? "" : fr_strerror(st));
 }
 
 /* See api.h. */
@@ -100,7 +125,7 @@ fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
     const fr_call_t *outer = comm->cur;
     const char *outer_alg = comm->cur_alg;
     const fr_alg_t *a = NULL;
-    comm->seq++;
+    const uint64_t seq = ++comm->seq;
     comm->cur = call;
     comm->cur_alg = NULL;
     fr_status_t st = FR_SUCCESS;
@@ -117,20 +142,6 @@ fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
     if (st == FR_SUCCESS) {
         a = fr_select_choose(comm, call, &rule);
         comm->cur_alg = a->name;
-        if (comm->rank == 0 && FR_LOG_ON(FR_LOG_INFO, FR_SUB_COLL)) {
-            char why[160];
-            if (rule >= 0) {
-                const fr_rule_t *r = &comm->table.rules[rule];
-                snprintf(why, sizeof why, "%s rule at line %d", fr_rule_src_name(r->src), r->line);
-            } else {
-                snprintf(why, sizeof why, "no rule matched or every candidate declined");
-            }
-            FR_INFO(FR_SUB_COLL, "#%lu %s %zu bytes %s%s%s%s -> %s (%s)", (unsigned long)comm->seq,
-                    fr_coll_name(call->coll), call->bytes, fr_dtype_name(call->dtype),
-                    call->coll == FR_COLL_ALLREDUCE ? " " : "",
-                    call->coll == FR_COLL_ALLREDUCE ? fr_op_name(call->op) : "",
-                    call->coll == FR_COLL_BCAST ? " from root" : "", a->name, why);
-        }
         if (comm->check && !setup) st = fr_check_agreement(comm, call, alg_index(a), fr_alg_name);
         /* The first algorithm that needs UCX makes the worker and
          * endpoints: every rank chose it, so every rank is here (after the
@@ -138,14 +149,18 @@ fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
         if (st == FR_SUCCESS && (a->needs & FR_NEEDS_UCX) && comm->ucx_state <= 0) st = fr_ucx_setup(comm);
     }
     if (st == FR_SUCCESS) {
+        call->zcopy = 0;
         st = a->run(call, comm);
+        if (comm->rank == 0 && FR_LOG_ON(FR_LOG_INFO, FR_SUB_COLL)) log_call(comm, seq, call, a, rule, st);
         /* A call that failed part-way leaves the ranks out of step. */
         if (st != FR_SUCCESS && !call->agreed) fr_comm_break(comm, st);
     }
     comm->cur = outer;
     comm->cur_alg = outer_alg;
     if (!a) return st;
-    last_alg = a->name;  /* (after the run: a staged call's host call has set its own) */
+    /* (after the run: a staged call's host call has set its own) */
+    last_alg = a->name;
+    last_zcopy = call->zcopy;
     /* (device algorithms average themselves: NCCL's avg, or the staged path's host call) */
     if (st == FR_SUCCESS && call->coll == FR_COLL_ALLREDUCE && call->mem == FR_MEM_HOST)
         fr_avg_finish(call->recvbuf, call->count, call->dtype, call->op, comm->size);

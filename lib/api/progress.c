@@ -130,6 +130,7 @@ static fr_status_t run_work(struct fr_comm *comm, fr_work_t *w)
     if (w->number && mem == FR_MEM_CUDA) fr_device_use(fr_device_of(w->group ? w->group->recv[0] : w->call.recvbuf));
     if (evented) w->call.async = 1;
     fr_status_t st = run_call(comm, &w->call, w->group, &w->alg);
+    w->zcopy = fr_last_zero_copy();
     if (st == FR_SUCCESS && evented) st = fr_device_event_record(NULL, &w->event);
     if (st != FR_SUCCESS && w->number)
         snprintf(w->detail, sizeof w->detail, "request %lu (call #%lu on its communicator): %s",
@@ -376,7 +377,7 @@ fr_status_t fr_prog_blocking(struct fr_comm *comm, fr_call_t *call, fr_group_t *
     pthread_mutex_unlock(&P->lock);
     fr_prog_advance(&w, 1);
     /* (the progress thread may have run it: the call is this thread's all the same) */
-    if (w.alg) fr_last_algorithm_set(w.alg);
+    if (w.alg) fr_last_algorithm_set(w.alg, w.zcopy);
     if (w.status != FR_SUCCESS) return FR_ERROR(w.status, "%s", w.detail);
     return FR_SUCCESS;
 }

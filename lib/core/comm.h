@@ -31,6 +31,7 @@ typedef struct fr_call {
     int         proto;     /* the rule's proto= parameter (FR_PROTO_*), 0 for NCCL's choice */
     void       *stream;    /* device buffers: the cudaStream_t (NULL: the legacy default stream) */
     int         async;     /* the *_stream call: return once enqueued where the algorithm can */
+    int         zcopy;     /* set by an algorithm that moved the data zero-copy (algorithms/shm_zcopy.c) */
     int         agreed;    /* set by an algorithm failing on every rank alike before anything moved: the
                               communicator stays usable (any other failure breaks it) */
 } fr_call_t;

@@ -74,6 +74,10 @@ const fr_setting_t fr_settings[FR_S_COUNT] = {
      FR_SETF_RANK0, FR_WHEN_CREATE, FR_SUB_COLL,
      "grouped allreduce: only buffers of at most this many bytes are packed into fusion buffers; a larger one "
      "is reduced where it lies (its own call costs less than copying it in and out)"},
+    [FR_S_ZERO_COPY] = {"FASTREDUCE_ZERO_COPY", "1", FR_SET_INT, F(zero_copy), NULL, 0, FR_WHEN_CREATE, FR_SUB_SHM,
+     "1: an allreduce whose buffers on every rank of the node (a bcast whose root buffer) come from "
+     "fr_mem_alloc reads and writes them directly, without copies through the node's segment; 0: this rank's "
+     "buffers never qualify, so its calls take the copy path"},
     [FR_S_DISABLE] = {"FASTREDUCE_DISABLE", "0", FR_SET_INT, F(disable), NULL, 0, FR_WHEN_INTERPOSE, FR_SUB_INIT,
      "1: FR_Allreduce, FR_Bcast, FR_Iallreduce and FR_Ibcast (and so the MPI calls of those names under "
      "libfastreduce-mpi.so) pass every call to the MPI library unchanged"},

@@ -97,7 +97,9 @@ void fr_shm_put(fr_shm_t *s, void *dst, const void *src, size_t n)
 
 static const char *const flag_name[FR_SHM_NFLAGS] = {
     [FR_SHM_F_SMALL] = "small", [FR_SHM_F_ARRIVE] = "arrive", [FR_SHM_F_REDUCED] = "reduced",
-    [FR_SHM_F_BREADY] = "bcast-ready", [FR_SHM_F_BACK] = "bcast-done",
+    [FR_SHM_F_BREADY] = "bcast-ready", [FR_SHM_F_BACK] = "bcast-done", [FR_SHM_F_ZDESC] = "zero-copy descriptor",
+    [FR_SHM_F_ZSEEN] = "zero-copy descriptors read", [FR_SHM_F_ZDONE] = "zero-copy done",
+    [FR_SHM_F_ZFAIL] = "zero-copy failed",
 };
 
 /* The flags a wait reads: local rank r's is the word at base + r * stride. */
@@ -194,6 +196,7 @@ static size_t layout(fr_shm_t *s, size_t per_rank)
     size_t bc_off = off;    off += FR_SHM_BCAST_NBUF * s->bc_slot;
     size_t bs_off = off;    off += align_up(FR_SHM_BSMALL_NBUF * FR_SHM_BSMALL_SLOT, 4096);
     size_t bt_off = off;    off += align_up(FR_SHM_BTINY_NBUF * FR_SHM_BTINY_SLOT, 4096);
+    size_t zd_off = off;    off += align_up(l * FR_SHM_ZC_NDESC * FR_SHM_ZC_DESC, 4096);
     if (s->base) {
         s->flags = (fr_shm_flag_t *)s->base;
         s->small = (char *)s->base + small_off;
@@ -202,6 +205,7 @@ static size_t layout(fr_shm_t *s, size_t per_rank)
         s->bc = (char *)s->base + bc_off;
         s->bsmall = (char *)s->base + bs_off;
         s->btiny = (char *)s->base + bt_off;
+        s->zdesc = (char *)s->base + zd_off;
     }
     return off;
 }
@@ -307,7 +311,11 @@ static int map_segment(struct fr_comm *comm, fr_shm_t *s, int use_memfd, size_t 
     int rc = PMPI_Allreduce(mine, any, 2, MPI_INT, MPI_MAX, comm->node_comm);
     if (fd >= 0) close(fd);
     if (s->lrank == 0 && !use_memfd) shm_unlink(msg.name);
-    if (rc == MPI_SUCCESS && !any[0] && !any[1]) return 0;
+    if (rc == MPI_SUCCESS && !any[0] && !any[1]) {
+        /* (the ranks opened the creator's memfd: they can open each other's buffers alike) */
+        s->zc_ok = use_memfd;
+        return 0;
+    }
     if (s->base) munmap(s->base, s->size);
     s->base = NULL;
     return rc != MPI_SUCCESS ? SEG_MPI : any[1] ? SEG_SIZE : any[0];
@@ -455,12 +463,14 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     if (comm->local_size < 2) return FR_SUCCESS;
     fr_shm_t *s = calloc(1, sizeof *s);
     char *tmp = aligned_alloc(4096, FR_SHM_TMP);
+    char **zptr = calloc(2 * (size_t)comm->local_size, sizeof *zptr);
     /* the node's ranks agree first, so none goes on alone */
-    int nomem = !s || !tmp, any = 0;
+    int nomem = !s || !tmp || !zptr, any = 0;
     int rc = PMPI_Allreduce(&nomem, &any, 1, MPI_INT, MPI_MAX, comm->node_comm);
     if (rc != MPI_SUCCESS || any) {
         free(s);
         free(tmp);
+        free(zptr);
         return rc != MPI_SUCCESS ? FR_ERROR(FR_ERR_MPI, "shm: an MPI call failed before sharing the node's segment")
                                  : FR_ERROR(FR_ERR_NO_MEMORY, "shm: out of memory on %s rank of this node",
                                             nomem ? "this" : "another");
@@ -470,11 +480,13 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     s->stream_mode = stream_mode;
     s->slow_ratio = slow_ratio;
     s->tmp = tmp;
+    s->zptr = zptr;
     /* (a size no node has: kept from overflowing the layout's sums) */
     s->size = per_rank > ((uint64_t)1 << 50) / (uint64_t)s->lsize ? SIZE_MAX : layout(s, per_rank);
     fr_status_t fits = check_fits(comm, s, per_rank, s->size);
     if (fits != FR_SUCCESS) {
         free(s->tmp);
+        free(s->zptr);
         free(s);
         return fits;
     }
@@ -493,6 +505,7 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     if (err) {
         size_t size = s->size;
         free(s->tmp);
+        free(s->zptr);
         free(s);
         if (err == SEG_SIZE && made != size)
             return FR_ERROR(FR_ERR_INTERNAL, "shm: local rank 0 made the node's segment of %zu bytes, where this "
@@ -521,6 +534,7 @@ void fr_shm_destroy(struct fr_comm *comm)
     if (!s) return;
     if (s->base) munmap(s->base, s->size);
     free(s->tmp);
+    free(s->zptr);
     free(s);
     comm->shm = NULL;
 }

@@ -23,7 +23,14 @@ typedef struct fr_shm_flag {
  * data with it: FR_SHM_F_SMALL and FR_SHM_F_BREADY only index s->round,
  * and their lines in the flag area go unused. */
 enum { FR_SHM_F_SMALL = 0, FR_SHM_F_ARRIVE, FR_SHM_F_REDUCED, FR_SHM_F_BREADY, FR_SHM_F_BACK,
-       FR_SHM_NFLAGS };
+       FR_SHM_F_ZDESC, FR_SHM_F_ZSEEN, FR_SHM_F_ZDONE, FR_SHM_F_ZFAIL, FR_SHM_NFLAGS };
+/* The zero-copy calls (algorithms/shm_zcopy.c): FR_SHM_F_ZDESC indexes
+ * s->round only (the round lives in the descriptor's first word); ZSEEN
+ * is the last round whose descriptors a rank no longer needs, ZDONE the
+ * last round a rank finished its part of, ZFAIL the last round in which it
+ * could not map a peer's buffer. */
+#define FR_SHM_ZC_DESC  128   /* bytes of one descriptor: two lines */
+#define FR_SHM_ZC_NDESC 16    /* descriptors of each rank in turn */
 #define FR_SHM_SMALL   16384          /* data bytes per rank in each of the two small slots */
 /* A slot that carries its own flag starts with a header line: its first
  * word is the last round published in the slot. Data of up to
@@ -99,6 +106,10 @@ typedef struct fr_shm {
                                                   (the faster of the last two; 0 before the first) */
     double         stream_last[FR_SHM_NCLASS]; /* auto: the last one's */
     char          *tmp;          /* FR_SHM_TMP bytes: a reduction's output before a streaming put */
+    char          *zdesc;        /* [lsize][FR_SHM_ZC_NDESC][FR_SHM_ZC_DESC]: zero-copy descriptors */
+    uint64_t       zseen_min;    /* the least ZSEEN round the flags showed last */
+    int            zc_ok;        /* the node's ranks open each other's memfds (zero-copy possible) */
+    char         **zptr;         /* [2][lsize]: a zero-copy call's inputs and outputs as this rank maps them */
 } fr_shm_t;
 
 /* How this rank writes the result of @p call: with streaming stores from

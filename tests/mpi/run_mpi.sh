@@ -31,7 +31,7 @@ QUICK=${FASTREDUCE_TEST_QUICK:-0}
 [ "$QUICK" = 0 ] && QUICK=
 EXTRA=${FR_MPIEXEC_FLAGS:-}
 
-for p in test_coll test_args test_select test_setup test_bind test_fakedev test_fault test_kill test_threads test_idle test_requests test_reqfault soak mpi_program mpi_program_linked mpi_nb_program skip_program; do
+for p in test_coll test_zcopy test_args test_select test_setup test_bind test_fakedev test_fault test_kill test_threads test_idle test_requests test_reqfault soak mpi_program mpi_program_linked mpi_nb_program skip_program; do
     if [ ! -x "$BIN/$p" ]; then
         echo "run_mpi.sh: $BIN/$p not found (build with make check, or set top_builddir)" >&2
         exit 99
@@ -195,6 +195,12 @@ done
 for np in 2 3 4 5 6; do
     run_one "$np" "FASTREDUCE_NODE_SIZE=2" test_coll --quick
 done
+# Zero-copy on buffers of fr_mem_alloc, every rank count; and with the
+# requests run by the caller rather than the progress thread.
+for np in 1 2 3 4 5 6; do
+    if is_full "$np"; then run_one "$np" "" test_zcopy; else run_one "$np" "" test_zcopy --quick; fi
+done
+run_one 3 "FASTREDUCE_PROGRESS=caller" test_zcopy --quick
 # Streaming stores into the shared segment, forced (FASTREDUCE_SHM_STREAM=1,
 # what auto picks while plain stores run slow): shm at every count, and the
 # node stages of hier.
@@ -263,6 +269,12 @@ if unshare --pid --fork --mount-proc --kill-child true 2>/dev/null; then
     same=0; [ "$(cksum <"$decoy")" = "$sum0" ] && same=1
     pass_fail "$([ "$nr" = 2 ] && [ "$nf" -ge 3 ] && [ "$same" = 1 ] && echo 1 || echo 0)" \
         "PID namespaces: $nr of ranks 1-2 found /proc/1/fd/N not the segment, $nf fallbacks to /dev/shm logged, decoy unchanged: $same (log: $last_log)"
+    # There the ranks cannot open each other's memfds: fr_mem_alloc buffers
+    # take the copy path, with the same results.
+    FR_BTL=self,tcp RUN_WRAP="${srcdir:-$(dirname "$0")/..}/mpi/pidns_wrap.sh" run_one 3 \
+        "FR_TEST_NO_ZCOPY=1 FASTREDUCE_UCX_TLS=tcp,self" test_zcopy --quick
+    pass_fail "$(grep -q 'test_zcopy np=3: zero-copy is not possible here' "$last_log" && echo 1 || echo 0)" \
+        "PID namespaces: test_zcopy found zero-copy not possible (log: $last_log)"
 else
     nskip=$((nskip + 1))
     echo "SKIP: ranks in PID namespaces of their own (unshare --pid --mount-proc is refused here)"

@@ -1,0 +1,240 @@
+/* The zero-copy steps of shm_zcopy.h.
+ *
+ * Allreduce: every rank posts a descriptor of its send and receive
+ * buffers; once all are posted, each rank reduces its slice of the
+ * message from every rank's input (read once) into a small buffer that
+ * stays in L1 and writes it into every rank's output (written once), then
+ * posts that it is done and waits until all are, so that no rank returns
+ * before its output is complete or while its input is still read.
+ * Bcast: the root posts a descriptor of its buffer; each other rank copies
+ * from it and posts that it is done; the root waits for them and posts its
+ * verdict, which the others wait for.
+ * A rank that cannot map a peer's buffer (mmap failing, say) does nothing
+ * of its part and says so with its done flag: the ranks then run the
+ * copy path over what it left (its slice, or the whole bcast). */
+#include <string.h>
+#include <unistd.h>
+#include "shm_zcopy.h"
+#include "shm_steps.h"
+#include "shm.h"
+#include "mem.h"
+#include "copy.h"
+#include "reduce.h"
+#include "log.h"
+
+/* A rank's descriptor: the round word last, written with a release store
+ * after the rest; ok = 0 says its buffers do not qualify. */
+typedef struct {
+    uint64_t round;
+    uint32_t ok;
+    int32_t  pid;
+    uint64_t frees;       /* the owner's fr_mem_frees() */
+    fr_mem_ref_t send;    /* (the first line ends here) */
+    fr_mem_ref_t recv;
+    char     pad[FR_SHM_ZC_DESC - 24 - 2 * sizeof(fr_mem_ref_t)];
+} zdesc_t;
+_Static_assert(sizeof(zdesc_t) == FR_SHM_ZC_DESC, "a descriptor is two lines");
+
+/* Below these sizes the copy path is as fast (docs/performance.md,
+ * "Zero-copy"): its one-shot and small-ring paths take one synchronisation
+ * where zero-copy takes two, and a bcast root may run ahead of its readers. */
+#define ZC_ALLREDUCE_MIN ((size_t)16384)
+#define ZC_BCAST_MIN     ((size_t)65536)
+/* The chunk of the copy path that serves the slices of a rank that could
+ * not map its peers' buffers (a rare failure: the size matters little). */
+#define RECOVER_CHUNK (512u * 1024u)
+
+int fr_shm_zc_allreduce_size(const struct fr_comm *comm, const fr_call_t *call)
+{
+    return comm->shm && comm->shm->zc_ok && call->bytes >= ZC_ALLREDUCE_MIN;
+}
+
+int fr_shm_zc_bcast_size(const struct fr_comm *comm, const fr_call_t *call)
+{
+    return comm->shm && comm->shm->zc_ok && call->bytes >= ZC_BCAST_MIN;
+}
+
+/* Local rank @p r's descriptor of round @p Z; stride from one rank's to the next. */
+static zdesc_t *desc(fr_shm_t *s, int r, uint64_t Z)
+{
+    return (zdesc_t *)(s->zdesc + ((size_t)r * FR_SHM_ZC_NDESC + (size_t)(Z % FR_SHM_ZC_NDESC)) * FR_SHM_ZC_DESC);
+}
+#define DESC_STRIDE ((size_t)FR_SHM_ZC_NDESC * FR_SHM_ZC_DESC)
+
+/* Post this rank's descriptor of round @p Z, once every rank has read the
+ * one of round Z - FR_SHM_ZC_NDESC that it replaces. */
+static fr_status_t post_desc(struct fr_comm *comm, uint64_t Z, int ok, const fr_mem_ref_t *send,
+                             const fr_mem_ref_t *recv)
+{
+    fr_shm_t *s = comm->shm;
+    if (Z > FR_SHM_ZC_NDESC && s->zseen_min < Z - FR_SHM_ZC_NDESC) {
+        FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_ZSEEN, Z - FR_SHM_ZC_NDESC));
+        s->zseen_min = fr_shm_flag_min(s, FR_SHM_F_ZSEEN);
+    }
+    zdesc_t *d = desc(s, s->lrank, Z);
+    d->ok = (uint32_t)ok;
+    d->pid = (int32_t)getpid();
+    d->frees = fr_mem_frees();
+    if (ok) {
+        d->send = *send;
+        d->recv = *recv;
+    }
+    fr_shm_slot_post((char *)d, Z);
+    return FR_SUCCESS;
+}
+
+/* Whether this rank's buffers of @p bytes qualify (FASTREDUCE_ZERO_COPY on
+ * and both from fr_mem_alloc). */
+static int qualifies(const struct fr_comm *comm, const void *send, const void *recv, size_t bytes,
+                     fr_mem_ref_t *sref, fr_mem_ref_t *rref)
+{
+    return comm->set.zero_copy && fr_mem_find(send, bytes, sref) && fr_mem_find(recv, bytes, rref);
+}
+
+/* This rank's slice of the allreduce: elements [so, so + sl), reduced in
+ * rank order from in[] into s->tmp piece by piece and written to out[]. */
+static void reduce_slice(fr_shm_t *s, const fr_call_t *call, char **in, char **out, size_t so, size_t sl,
+                         fr_copy_fn copy_out)
+{
+    const size_t es = fr_dtype_size(call->dtype), pe = FR_SHM_TMP / es;
+    const int l = s->lsize;
+    for (size_t po = so; po < so + sl; po += pe) {
+        size_t pn = so + sl - po < pe ? so + sl - po : pe, at = po * es;
+        fr_reduce3(s->tmp, in[0] + at, in[1] + at, pn, call->dtype, call->op);
+        for (int j = 2; j < l; j++) fr_reduce(s->tmp, in[j] + at, pn, call->dtype, call->op);
+        /* (the next rank's output first: the ranks start on different ones) */
+        for (int k = 1; k <= l; k++) copy_out(out[(s->lrank + k) % l] + at, s->tmp, pn * es);
+    }
+}
+
+/* Map every peer's buffers of round @p Z into in[] and out[] (this rank's
+ * own are the call's): 1, or 0 when one cannot be mapped. */
+static int map_peers(fr_shm_t *s, const fr_call_t *call, uint64_t Z, char **in, char **out)
+{
+    int ok = 1;
+    for (int r = 0; r < s->lsize; r++) {
+        if (r == s->lrank) {
+            in[r] = (char *)call->sendbuf;
+            out[r] = call->recvbuf;
+            continue;
+        }
+        const zdesc_t *d = desc(s, r, Z);
+        in[r] = fr_mem_peer(d->pid, d->frees, &d->send);
+        out[r] = fr_mem_peer(d->pid, d->frees, &d->recv);
+        ok = ok && in[r] && out[r];
+    }
+    return ok;
+}
+
+/* The copy path over the slices of the ranks that posted ZFAIL for round
+ * @p Z (the same on every rank); the other slices are complete. */
+static fr_status_t recover_slices(struct fr_comm *comm, const fr_call_t *call, uint64_t Z)
+{
+    fr_shm_t *s = comm->shm;
+    const size_t es = fr_dtype_size(call->dtype);
+    for (int f = 0; f < s->lsize; f++) {
+        if (__atomic_load_n(fr_shm_flag(s, f, FR_SHM_F_ZFAIL), __ATOMIC_ACQUIRE) != Z) continue;
+        size_t fo, fl;
+        fr_block(call->count, s->lsize, f, &fo, &fl);
+        FR_INFO(FR_SUB_SHM, "zero-copy: local rank %d could not map a peer's buffer; its slice goes the copy way",
+                f);
+        fr_call_t sub = *call;
+        sub.sendbuf = (const char *)call->sendbuf + fo * es;
+        sub.recvbuf = (char *)call->recvbuf + fo * es;
+        sub.count = fl;
+        sub.bytes = fl * es;
+        sub.chunk = 0;
+        if (fl) FR_CHECK(fr_shm_allreduce_chunks(comm, &sub, RECOVER_CHUNK, NULL));
+    }
+    return FR_SUCCESS;
+}
+
+fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, int *done)
+{
+    fr_shm_t *s = comm->shm;
+    const int l = s->lsize, me = s->lrank;
+    uint64_t Z = ++s->round[FR_SHM_F_ZDESC];
+    fr_mem_ref_t sref, rref;
+    int ok = qualifies(comm, call->sendbuf, call->recvbuf, call->bytes, &sref, &rref);
+    *done = 0;
+    FR_CHECK(post_desc(comm, Z, ok, &sref, &rref));
+    if (ok) {
+        FR_CHECK(fr_shm_wait_slots(comm, (char *)desc(s, 0, Z), DESC_STRIDE, FR_SHM_F_ZDESC, Z));
+        for (int r = 0; r < l && ok; r++) ok = desc(s, r, Z)->ok;
+    }
+    if (!ok) {
+        /* (every rank that read the descriptors saw the same "no") */
+        fr_shm_post(s, FR_SHM_F_ZSEEN, Z);
+        return FR_SUCCESS;
+    }
+    char **in = s->zptr, **out = s->zptr + l;
+    int mapped = map_peers(s, call, Z, in, out);
+    fr_shm_post(s, FR_SHM_F_ZSEEN, Z);
+    size_t so, sl;
+    fr_block(call->count, l, me, &so, &sl);
+    /* Results are streamed once every rank's input and output (twice the
+     * message a rank) outgrow its share of the last-level cache: plain
+     * stores then only push out lines that the next call reads again. */
+    fr_copy_fn copy_out = fr_copy_for(2 * call->bytes, fr_stream_min(comm->llc_share));
+    if (mapped) reduce_slice(s, call, in, out, so, sl, copy_out);
+    else fr_shm_post(s, FR_SHM_F_ZFAIL, Z);
+    fr_shm_post(s, FR_SHM_F_ZDONE, Z);
+    FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_ZDONE, Z));
+    int failed = 0;
+    for (int r = 0; r < l; r++) failed |= __atomic_load_n(fr_shm_flag(s, r, FR_SHM_F_ZFAIL), __ATOMIC_ACQUIRE) == Z;
+    if (failed) FR_CHECK(recover_slices(comm, call, Z));
+    call->zcopy = !failed;
+    *done = 1;
+    return FR_SUCCESS;
+}
+
+/* Whether local rank @p r posted ZFAIL for round @p Z. */
+static int failed_at(fr_shm_t *s, int r, uint64_t Z)
+{
+    return __atomic_load_n(fr_shm_flag(s, r, FR_SHM_F_ZFAIL), __ATOMIC_ACQUIRE) == Z;
+}
+
+fr_status_t fr_shm_zc_bcast(struct fr_comm *comm, fr_call_t *call, int *done)
+{
+    fr_shm_t *s = comm->shm;
+    const int root = comm->rank_local[call->root];
+    uint64_t Z = ++s->round[FR_SHM_F_ZDESC];
+    int failed = 0;
+    *done = 0;
+    if (s->lrank == root) {
+        fr_mem_ref_t ref;
+        int ok = qualifies(comm, call->recvbuf, call->recvbuf, call->bytes, &ref, &ref);
+        FR_CHECK(post_desc(comm, Z, ok, &ref, &ref));
+        fr_shm_post(s, FR_SHM_F_ZSEEN, Z);
+        if (!ok) return FR_SUCCESS;
+        for (int r = 0; r < s->lsize; r++) {
+            if (r == root) continue;
+            FR_CHECK(fr_shm_wait_one(comm, r, FR_SHM_F_ZDONE, Z));
+            failed |= failed_at(s, r, Z);
+        }
+        /* the verdict: readers wait for it, and run the copy path with the root if one failed */
+        if (failed) fr_shm_post(s, FR_SHM_F_ZFAIL, Z);
+        fr_shm_post(s, FR_SHM_F_ZDONE, Z);
+    } else {
+        zdesc_t *d = desc(s, root, Z);
+        FR_CHECK(fr_shm_wait_slot(comm, root, (char *)d, FR_SHM_F_ZDESC, Z));
+        if (!d->ok) {
+            fr_shm_post(s, FR_SHM_F_ZSEEN, Z);
+            return FR_SUCCESS;
+        }
+        /* (FASTREDUCE_ZERO_COPY=0 on a reader: it does not map, and the verdict sends all the copy way) */
+        char *from = comm->set.zero_copy ? fr_mem_peer(d->pid, d->frees, &d->send) : NULL;
+        fr_shm_post(s, FR_SHM_F_ZSEEN, Z);
+        if (from) fr_shm_copy_for(comm, call)(call->recvbuf, from, call->bytes);
+        else fr_shm_post(s, FR_SHM_F_ZFAIL, Z);
+        fr_shm_post(s, FR_SHM_F_ZDONE, Z);
+        FR_CHECK(fr_shm_wait_one(comm, root, FR_SHM_F_ZDONE, Z));
+        failed = failed_at(s, root, Z);
+    }
+    if (failed)
+        FR_INFO(FR_SUB_SHM, "zero-copy: a rank could not map the root's buffer (or has FASTREDUCE_ZERO_COPY=0); the "
+                "bcast goes the copy way");
+    call->zcopy = !failed;
+    *done = !failed;
+    return FR_SUCCESS;
+}

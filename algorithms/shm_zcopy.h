@@ -1,0 +1,22 @@
+/* Zero-copy steps of the shm algorithms: where every rank's buffers (an
+ * allreduce) or the root's (a bcast) come from fr_mem_alloc, the ranks
+ * read and write each other's buffers directly instead of copying through
+ * the node's segment. Each rank first publishes a descriptor of its
+ * buffers; the ranks that read the descriptors all see the same answers, so
+ * every rank takes the same path. */
+#ifndef FR_SHM_ZCOPY_H
+#define FR_SHM_ZCOPY_H
+#include "alg.h"
+
+/* Whether calls of this size look for zero-copy buffers at all (the same
+ * on every rank: it reads the call's size and the node's segment only). */
+int fr_shm_zc_allreduce_size(const struct fr_comm *comm, const fr_call_t *call);
+int fr_shm_zc_bcast_size(const struct fr_comm *comm, const fr_call_t *call);
+
+/* Run @p call zero-copy where the buffers allow: *done = 1 when it has
+ * (call->zcopy set), 0 when the copy path must run it, on every rank
+ * alike. Every rank calls them for each call of a size above. */
+fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, int *done);
+fr_status_t fr_shm_zc_bcast(struct fr_comm *comm, fr_call_t *call, int *done);
+
+#endif

@@ -1,0 +1,538 @@
+/* test_zcopy: memory from fr_mem_alloc and the zero-copy calls on it.
+ *
+ *  1. The allocator on its own: zero bytes, zeroed pages, fr_mem_shared
+ *     inside, across and outside a buffer, bad and repeated frees.
+ *  2. Allreduce, every dtype x op, in place and not, counts 0, 7 and 70001
+ *     (not a multiple of the ranks), with every rank's buffers shared, none,
+ *     and one rank's receive buffer private; then float32 sum and int8 max
+ *     at two sizes under every pattern of shared and private send and
+ *     receive buffers that one rank can differ by. The result is checked
+ *     against the formula of every rank's input (reference.h), the send
+ *     buffer and the guard bytes around each buffer must survive, and
+ *     fr_last_zero_copy() must say 1 exactly where every rank's buffers are
+ *     shared and the message is large (64 KiB and more), 0 where any rank's
+ *     are private or the message is small (under 8 KiB).
+ *  3. Every host algorithm of the registry forced on shared buffers: the
+ *     result holds; only shm goes zero-copy.
+ *  4. Bcast from every root, root's buffer shared or not, others mixed.
+ *  5. Requests and grouped calls on shared buffers; buffers freed and
+ *     reallocated between calls (also on one rank only, and with other
+ *     descriptors in between, so peers must not use a stale mapping);
+ *     memory allocated by one thread and used by another;
+ *     FASTREDUCE_ZERO_COPY=0 on one rank; a rank that cannot map its
+ *     peers' buffers (its open-file limit lowered, so /proc/PID/fd cannot
+ *     be opened): the call still gives the right result, by the copy path.
+ *
+ * Usage: test_zcopy [--quick]
+ */
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include "testutil.h"
+#include "reference.h"
+#include "forced.h"
+
+static int np, me, quick;
+static fr_comm_t comm;
+static int zc_on;   /* zero-copy can happen here: one node of 2+ ranks whose ranks open each other's memfds */
+
+/* A test buffer: nb bytes at p with guards around, from fr_mem_alloc
+ * (shared) or malloc. */
+typedef struct {
+    unsigned char *base, *p;
+    size_t nb;
+    int shared;
+} buf_t;
+
+static void buf_get(buf_t *b, size_t nb, int shared)
+{
+    b->nb = nb;
+    b->shared = shared;
+    if (shared) {
+        void *m = NULL;
+        fr_status_t st = fr_mem_alloc(nb + 2 * TU_GUARD, &m);
+        if (st != FR_SUCCESS || !m) {
+            tu_fail("fr_mem_alloc(%zu): %s", nb + 2 * TU_GUARD, fr_last_error());
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+        b->base = m;
+        b->p = b->base + TU_GUARD;
+    } else {
+        b->p = tu_alloc(nb);
+        b->base = NULL;
+    }
+    tu_guard_set(b->p, nb);
+}
+
+static void buf_put(buf_t *b)
+{
+    if (b->shared) {
+        fr_status_t st = fr_mem_free(b->base);
+        TU_CHECK(st == FR_SUCCESS, "fr_mem_free: %s", tu_status(st));
+    } else {
+        tu_free(b->p);
+    }
+    memset(b, 0, sizeof *b);
+}
+
+/* Bit 0: this rank's send buffer is shared, bit 1: its receive buffer;
+ * a pattern gives every rank's. */
+typedef struct {
+    const char *name;
+    int (*of)(int rank, int arg);
+    int arg;
+} pattern_t;
+
+static int all_shared(int r, int a) { (void)r; (void)a; return 3; }
+static int none_shared(int r, int a) { (void)r; (void)a; return 0; }
+static int one_differs(int r, int a) { return r == a / 4 ? a % 4 : 3; }   /* rank a/4 has bits a%4 */
+static int alternate(int r, int a) { (void)a; return r % 2 ? 0 : 3; }
+
+static int every_rank_shared(const pattern_t *pt, int inplace)
+{
+    for (int r = 0; r < np; r++) {
+        int m = pt->of(r, pt->arg);
+        if (inplace ? !(m & 2) : m != 3) return 0;
+    }
+    return 1;
+}
+
+/* The zero-copy answer a call must give: 1 or 0, or -1 where either is right. */
+static int expected_zc(int all, size_t nb)
+{
+    if (!zc_on || !all || nb < 8192) return 0;
+    return nb >= 65536 ? 1 : -1;
+}
+
+static void check_zc(int want)
+{
+    int got = fr_last_zero_copy();
+    if (want >= 0) TU_CHECK(got == want, "fr_last_zero_copy() is %d, want %d", got, want);
+}
+
+static void allreduce_case(fr_comm_t c, const char *algo, fr_dtype_t dt, fr_op_t op, size_t count, int inplace,
+                           const pattern_t *pt, int must_zc)
+{
+    size_t nb = count * tu_dtype_sizes[dt];
+    int mine = pt->of(me, pt->arg);
+    tu_begin("allreduce %s dtype=%s op=%s count=%zu inplace=%d buffers=%s(%d)", algo, tu_dtype_names[dt],
+             tu_op_names[op], count, inplace, pt->name, pt->arg);
+    unsigned char *input = tu_alloc(nb), *expect = tu_alloc(nb);
+    make_case(dt, op, count, tu_hash3(dt, op, count + 17u * (unsigned)inplace), np, me, input, expect);
+    buf_t s = {0}, r;
+    buf_get(&r, nb, (mine & 2) != 0);
+    if (inplace) {
+        memcpy(r.p, input, nb);
+    } else {
+        buf_get(&s, nb, mine & 1);
+        memcpy(s.p, input, nb);
+        memset(r.p, 0xA5 ^ me, nb);
+    }
+    fr_status_t st = fr_allreduce(inplace ? FR_IN_PLACE : s.p, r.p, count, dt, op, c);
+    if (TU_CHECK(st == FR_SUCCESS, "fr_allreduce: %s (%s)", tu_status(st), fr_last_error())) {
+        check_equal("result", r.p, expect, count, dt);
+        check_zc(must_zc);
+    }
+    if (!inplace) {
+        check_equal("sendbuf modified", s.p, input, count, dt);
+        check_guards("sendbuf", s.p, nb);
+        buf_put(&s);
+    }
+    check_guards("recvbuf", r.p, nb);
+    buf_put(&r);
+    tu_free(input);
+    tu_free(expect);
+}
+
+static void bcast_case(fr_comm_t c, size_t nb, int root, int root_shared, int must_zc)
+{
+    tu_begin("bcast %zu bytes root=%d root's buffer %s", nb, root, root_shared ? "shared" : "private");
+    unsigned char *want = tu_alloc(nb);
+    fill_pattern(want, nb, tu_hash3(nb, (uint64_t)root, 77));
+    buf_t b;
+    buf_get(&b, nb, me == root ? root_shared : (me + (int)nb) % 2);
+    if (me == root) memcpy(b.p, want, nb);
+    else memset(b.p, 0x3C, nb);
+    fr_status_t st = fr_bcast(b.p, nb, FR_INT8, root, c);
+    if (TU_CHECK(st == FR_SUCCESS, "fr_bcast: %s (%s)", tu_status(st), fr_last_error())) {
+        check_equal("data", b.p, want, nb, FR_INT8);
+        check_zc(must_zc);
+    }
+    check_guards("buffer", b.p, nb);
+    buf_put(&b);
+    tu_free(want);
+}
+
+static void test_allocator(void)
+{
+    tu_begin("fr_mem_alloc: arguments, zeroed pages, fr_mem_shared, bad frees");
+    void *p = (void *)1;
+    TU_CHECK(fr_mem_alloc(0, &p) == FR_SUCCESS && p == NULL, "fr_mem_alloc(0) did not give NULL");
+    TU_CHECK(fr_mem_alloc(8, NULL) == FR_ERR_NULL_POINTER, "fr_mem_alloc(8, NULL) was not refused");
+    TU_CHECK(fr_mem_free(NULL) == FR_SUCCESS, "fr_mem_free(NULL) failed");
+    TU_CHECK(fr_mem_alloc(SIZE_MAX - 10, &p) == FR_ERR_NO_MEMORY, "an impossible size was not refused");
+    unsigned char *a = NULL;
+    if (!TU_CHECK(fr_mem_alloc(10000, (void **)&a) == FR_SUCCESS && a, "fr_mem_alloc(10000): %s", fr_last_error()))
+        return;
+    TU_CHECK(((uintptr_t)a & 4095) == 0, "%p is not page-aligned", (void *)a);
+    size_t nz = 0;
+    for (size_t i = 0; i < 10000; i++) nz += a[i] != 0;
+    TU_CHECK(nz == 0, "%zu bytes of a new allocation are not zero", nz);
+    TU_CHECK(fr_mem_shared(a, 10000) && fr_mem_shared(a + 9999, 1) && fr_mem_shared(a + 100, 5000),
+             "fr_mem_shared misses a range inside the allocation");
+    TU_CHECK(!fr_mem_shared(a, 0) && !fr_mem_shared(a + 12288, 1) && !fr_mem_shared(a + 1, 12288) &&
+             !fr_mem_shared(&nz, sizeof nz), "fr_mem_shared accepts a range outside the allocation");
+    int x;
+    TU_CHECK(fr_mem_free(&x) == FR_ERR_INVALID_ARG, "freeing a stack address was not refused");
+    TU_CHECK(fr_mem_free(a + 64) == FR_ERR_INVALID_ARG && strstr(fr_last_error(), "inside"),
+             "freeing an inner address was not refused with a message (%s)", fr_last_error());
+    TU_CHECK(fr_mem_free(a) == FR_SUCCESS, "fr_mem_free: %s", fr_last_error());
+    TU_CHECK(fr_mem_free(a) == FR_ERR_INVALID_ARG, "a second free was not refused");
+    TU_CHECK(!fr_mem_shared(a, 1), "a freed buffer is still reported shared");
+}
+
+static void test_allreduce_grid(void)
+{
+    const pattern_t full[] = { {"all-shared", all_shared, 0}, {"none-shared", none_shared, 0},
+                               {"last-recv-private", one_differs, 4 * (np - 1) + 1} };
+    const size_t counts[] = { 0, 7, 70001 };
+    for (int dt = 0; dt < FR_DTYPE_COUNT; dt++)
+        for (int op = 0; op < FR_OP_COUNT; op++)
+            for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+                for (int inplace = 0; inplace < 2; inplace++)
+                    for (size_t p = 0; p < sizeof full / sizeof full[0]; p++) {
+                        size_t nb = counts[k] * tu_dtype_sizes[dt];
+                        allreduce_case(comm, "default", (fr_dtype_t)dt, (fr_op_t)op, counts[k], inplace, &full[p],
+                                       expected_zc(every_rank_shared(&full[p], inplace), nb));
+                    }
+    /* every way one rank's buffers can differ from the others', and every other rank's */
+    const size_t sizes[] = { 16411, quick ? 300007 : 2500007 };
+    for (size_t k = 0; k < 2; k++)
+        for (int inplace = 0; inplace < 2; inplace++) {
+            int npat = 0;
+            pattern_t pats[4 * 6 + 1];
+            pats[npat++] = (pattern_t){"alternate", alternate, 0};
+            for (int r = 0; r < np && r < 6; r++)
+                for (int m = 0; m < 3; m++) pats[npat++] = (pattern_t){"one-rank-differs", one_differs, 4 * r + m};
+            for (int p = 0; p < npat; p++) {
+                allreduce_case(comm, "default", FR_FLOAT32, FR_SUM, sizes[k], inplace, &pats[p],
+                               expected_zc(every_rank_shared(&pats[p], inplace), sizes[k] * 4));
+                allreduce_case(comm, "default", FR_INT8, FR_MAX, sizes[k], inplace, &pats[p],
+                               expected_zc(every_rank_shared(&pats[p], inplace), sizes[k]));
+            }
+        }
+}
+
+/* A communicator forcing @p a (NULL when it cannot be made). */
+static fr_comm_t forcing(const fr_alg_t *a, char *spec, size_t len)
+{
+    fr_config_t cfg = FR_CONFIG_INIT;
+    fr_comm_t c;
+    cfg.algo = tu_force_spec(a, spec, len);
+    tu_begin("fr_comm_create forcing %s", spec);
+    if (!TU_CHECK(fr_comm_create(MPI_COMM_WORLD, &cfg, &c) == FR_SUCCESS, "%s", fr_last_error())) return NULL;
+    return c;
+}
+
+static void test_forced(void)
+{
+    const fr_alg_t *algs[TU_MAX_FORCED];
+    char spec[64];
+    fr_comm_t c;
+    int n = tu_forced("test_zcopy", FR_COLL_ALLREDUCE, 0, algs);
+    pattern_t shared = {"all-shared", all_shared, 0}, mixed = {"last-send-private", one_differs, 4 * (np - 1) + 2};
+    for (int i = 0; i < n; i++) {
+        if (!(c = forcing(algs[i], spec, sizeof spec))) continue;
+        /* (one that cannot serve one node falls back to the table's choice, shm) */
+        int shm = !strcmp(fr_allreduce_algorithm(c, 70001, FR_FLOAT32, FR_SUM), "shm");
+        for (int inplace = 0; inplace < 2; inplace++) {
+            allreduce_case(c, spec, FR_FLOAT32, FR_SUM, 70001, inplace, &shared, shm ? expected_zc(1, 280004) : 0);
+            allreduce_case(c, spec, FR_INT32, FR_MIN, 70001, inplace, &mixed,
+                           shm ? expected_zc(every_rank_shared(&mixed, inplace), 280004) : 0);
+        }
+        fr_comm_destroy(c);
+    }
+    n = tu_forced("test_zcopy", FR_COLL_BCAST, 0, algs);
+    for (int i = 0; i < n; i++) {
+        if (!(c = forcing(algs[i], spec, sizeof spec))) continue;
+        int shm = !strcmp(fr_bcast_algorithm(c, 200003, FR_INT8, 0), "shm");
+        for (int root = 0; root < np; root++) bcast_case(c, 200003, root, 1, shm ? expected_zc(1, 200003) : 0);
+        fr_comm_destroy(c);
+    }
+}
+
+static void test_bcast_grid(void)
+{
+    const size_t sizes[] = { 0, 5, 65536, 70001, quick ? 300007 : 4000037 };
+    for (int root = 0; root < np; root++)
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+            for (int sh = 0; sh < 2; sh++) {
+                int want = !sh || !zc_on || sizes[k] < 8192 ? 0 : sizes[k] >= 65536 ? 1 : -1;
+                bcast_case(comm, sizes[k], root, sh, want);
+            }
+}
+
+/* Four requests in flight on shared buffers, then a grouped call mixing
+ * shared buffers of several sizes. */
+static void test_requests_group(void)
+{
+    enum { NREQ = 4 };
+    const size_t count = 50021;
+    tu_begin("%d fr_iallreduce in flight on shared buffers, completed in reverse", NREQ);
+    buf_t b[NREQ];
+    fr_request_t q[NREQ];
+    float want = (float)(np * (np + 1) / 2);
+    for (int k = 0; k < NREQ; k++) {
+        buf_get(&b[k], count * 4, 1);
+        float *f = (float *)b[k].p;
+        for (size_t i = 0; i < count; i++) f[i] = (float)((me + 1) * (k + 1));
+        if (fr_iallreduce(FR_IN_PLACE, f, count, FR_FLOAT32, FR_SUM, comm, &q[k]) != FR_SUCCESS)
+            tu_fail("fr_iallreduce %d: %s", k, fr_last_error());
+    }
+    for (int k = NREQ - 1; k >= 0; k--) {
+        TU_CHECK(fr_wait(&q[k]) == FR_SUCCESS, "fr_wait %d: %s", k, fr_last_error());
+        const float *f = (const float *)b[k].p;
+        size_t bad = 0;
+        for (size_t i = 0; i < count; i++) bad += f[i] != want * (float)(k + 1);
+        TU_CHECK(!bad, "request %d: %zu elements wrong", k, bad);
+        check_guards("request buffer", b[k].p, b[k].nb);
+        buf_put(&b[k]);
+    }
+
+    tu_begin("fr_allreduce_group on shared and private buffers of uneven sizes");
+    const size_t counts[] = { 3, 100000, 0, 7000, 30011 };
+    enum { NG = 5 };
+    buf_t sb[NG], rb[NG];
+    const void *sp[NG];
+    void *rp[NG];
+    for (int k = 0; k < NG; k++) {
+        buf_get(&sb[k], counts[k] * 4, (k + me) % 3 != 0);
+        buf_get(&rb[k], counts[k] * 4, k % 2 == 0);
+        int32_t *s = (int32_t *)sb[k].p;
+        for (size_t i = 0; i < counts[k]; i++) s[i] = (int32_t)(i % 1000) * (me + 1) + k;
+        sp[k] = sb[k].p;
+        rp[k] = rb[k].p;
+    }
+    fr_status_t st = fr_allreduce_group(sp, rp, counts, NG, FR_INT32, FR_SUM, comm);
+    TU_CHECK(st == FR_SUCCESS, "fr_allreduce_group: %s", fr_last_error());
+    for (int k = 0; k < NG; k++) {
+        const int32_t *r = (const int32_t *)rb[k].p;
+        size_t bad = 0;
+        for (size_t i = 0; i < counts[k]; i++)
+            bad += r[i] != (int32_t)(i % 1000) * (np * (np + 1) / 2) + k * np;
+        TU_CHECK(!bad, "buffer %d: %zu elements wrong", k, bad);
+        check_guards("group send", sb[k].p, sb[k].nb);
+        check_guards("group recv", rb[k].p, rb[k].nb);
+        buf_put(&sb[k]);
+        buf_put(&rb[k]);
+    }
+}
+
+/* Allreduce of shared buffers that are freed and made again between
+ * calls: on every rank, on rank 0 only, with other allocations in between
+ * so that descriptors and addresses are reused. */
+static void test_realloc(void)
+{
+    const size_t count = 40009;
+    pattern_t shared = {"all-shared", all_shared, 0};
+    buf_t keep = {0}, extra[3];
+    for (int round = 0; round < 6; round++) {
+        int every = round % 2 == 0;
+        tu_begin("allreduce after %s freed and reallocated its buffers (round %d)", every ? "every rank" : "rank 0",
+                 round);
+        if (every || me == 0) {
+            if (keep.p) buf_put(&keep);
+            /* (rank 1 shifts its descriptors and addresses) */
+            int ne = me == 1 ? round % 3 + 1 : 0;
+            for (int e = 0; e < ne; e++) buf_get(&extra[e], 4096 * (size_t)(e + 1), 1);
+            buf_get(&keep, count * 4, 1);
+            for (int e = 0; e < ne; e++) buf_put(&extra[e]);
+        }
+        int32_t *v = (int32_t *)keep.p;
+        for (size_t i = 0; i < count; i++) v[i] = (int32_t)(i * 3 + (size_t)round) * (me + 1);
+        fr_status_t st = fr_allreduce(FR_IN_PLACE, v, count, FR_INT32, FR_SUM, comm);
+        size_t bad = 0;
+        for (size_t i = 0; i < count && st == FR_SUCCESS; i++)
+            bad += v[i] != (int32_t)(i * 3 + (size_t)round) * (np * (np + 1) / 2);
+        TU_CHECK(st == FR_SUCCESS && !bad, "%s, %zu elements wrong", tu_status(st), bad);
+        check_zc(expected_zc(1, count * 4));
+        (void)shared;
+    }
+    buf_put(&keep);
+}
+
+static void *alloc_thread(void *arg)
+{
+    buf_t *b = arg;
+    buf_get(b, 300000 * 4, 1);
+    return NULL;
+}
+
+typedef struct {
+    buf_t *b;
+    fr_status_t st;
+} use_arg_t;
+
+static void *use_thread(void *arg)
+{
+    use_arg_t *u = arg;
+    u->st = fr_allreduce(FR_IN_PLACE, u->b->p, 300000, FR_FLOAT32, FR_MAX, comm);
+    return NULL;
+}
+
+static void test_threads(int level)
+{
+    tu_begin("memory allocated by one thread, used in a collective by another (%s)",
+             level >= MPI_THREAD_SERIALIZED ? "the call in a third thread" : "the call in the main thread");
+    buf_t b;
+    pthread_t t;
+    pthread_create(&t, NULL, alloc_thread, &b);
+    pthread_join(t, NULL);
+    float *f = (float *)b.p;
+    for (size_t i = 0; i < 300000; i++) f[i] = (float)((i + (size_t)me) % (size_t)np);
+    use_arg_t u = {&b, FR_SUCCESS};
+    if (level >= MPI_THREAD_SERIALIZED) {
+        pthread_create(&t, NULL, use_thread, &u);
+        pthread_join(t, NULL);
+    } else {
+        use_thread(&u);
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < 300000; i++) bad += f[i] != (float)(np - 1);
+    TU_CHECK(u.st == FR_SUCCESS && !bad, "%s, %zu elements wrong", tu_status(u.st), bad);
+    check_guards("buffer", b.p, b.nb);
+    buf_put(&b);
+}
+
+/* FASTREDUCE_ZERO_COPY=0 on the last rank only: every call takes the copy path. */
+static void test_setting_off(void)
+{
+    tu_begin("FASTREDUCE_ZERO_COPY=0 on rank %d only", np - 1);
+    if (me == np - 1) setenv("FASTREDUCE_ZERO_COPY", "0", 1);
+    fr_comm_t c;
+    fr_status_t st = fr_comm_create(MPI_COMM_WORLD, NULL, &c);
+    unsetenv("FASTREDUCE_ZERO_COPY");
+    if (!TU_CHECK(st == FR_SUCCESS, "fr_comm_create: %s", fr_last_error())) return;
+    pattern_t shared = {"all-shared", all_shared, 0};
+    allreduce_case(c, "zero-copy off on one rank", FR_FLOAT64, FR_SUM, 100003, 0, &shared, np > 1 ? 0 : -1);
+    /* (a reader with it off does not map the root's buffer either) */
+    for (int root = 0; root < np; root++) bcast_case(c, 300001, root, 1, 0);
+    fr_comm_destroy(c);
+}
+
+/* Lower the last rank's open-file limit to the descriptors it has, so that
+ * it cannot open its peers' memfds (limit: 1), or restore it (0). */
+static void limit_files(int limit)
+{
+    static struct rlimit old;
+    if (me != np - 1) return;
+    if (!limit) {
+        setrlimit(RLIMIT_NOFILE, &old);
+        return;
+    }
+    getrlimit(RLIMIT_NOFILE, &old);
+    int fd = dup(0);   /* the lowest free descriptor: a limit there refuses every open */
+    if (fd < 0) return;
+    close(fd);
+    struct rlimit low = old;
+    low.rlim_cur = (rlim_t)fd;
+    setrlimit(RLIMIT_NOFILE, &low);
+}
+
+/* The last rank cannot open another file, so it cannot map its peers'
+ * new buffers: the calls must still be right, by the copy path (the
+ * buffers are made before the limit, and are new to the peers). */
+static void test_map_failure(void)
+{
+    const size_t count = 200003;
+    for (int inplace = 0; inplace < 2; inplace++) {
+        tu_begin("allreduce where rank %d cannot map its peers' buffers, inplace=%d", np - 1, inplace);
+        buf_t s, r;
+        buf_get(&s, count * 8, 1);
+        buf_get(&r, count * 8, 1);
+        int64_t *sv = (int64_t *)s.p, *rv = (int64_t *)r.p;
+        for (size_t i = 0; i < count; i++) (inplace ? rv : sv)[i] = (int64_t)(i * 7 % 1001) * (me + 1) - me;
+        MPI_Barrier(MPI_COMM_WORLD);
+        limit_files(1);
+        fr_status_t st = fr_allreduce(inplace ? FR_IN_PLACE : sv, rv, count, FR_INT64, FR_SUM, comm);
+        int zc = fr_last_zero_copy();
+        limit_files(0);
+        size_t bad = 0;
+        for (size_t i = 0; i < count; i++)
+            bad += rv[i] != (int64_t)(i * 7 % 1001) * (np * (np + 1) / 2) - np * (np - 1) / 2;
+        TU_CHECK(st == FR_SUCCESS && !bad, "%s (%s), %zu elements wrong", tu_status(st), fr_last_error(), bad);
+        TU_CHECK(np == 1 || !zc, "fr_last_zero_copy() is 1 although a rank could not map");
+        check_guards("recvbuf", r.p, r.nb);
+        buf_put(&s);
+        buf_put(&r);
+    }
+    for (int root = 0; root < np - 1; root++) {
+        tu_begin("bcast from %d where rank %d cannot map the root's buffer", root, np - 1);
+        buf_t b;
+        const size_t nb = 500009;
+        buf_get(&b, nb, 1);
+        unsigned char *want = tu_alloc(nb);
+        fill_pattern(want, nb, 4242u + (unsigned)root);
+        if (me == root) memcpy(b.p, want, nb);
+        MPI_Barrier(MPI_COMM_WORLD);
+        limit_files(1);
+        fr_status_t st = fr_bcast(b.p, nb, FR_UINT8, root, comm);
+        int zc = fr_last_zero_copy();
+        limit_files(0);
+        if (TU_CHECK(st == FR_SUCCESS, "%s (%s)", tu_status(st), fr_last_error())) check_equal("data", b.p, want, nb,
+                                                                                             FR_UINT8);
+        TU_CHECK(!zc, "fr_last_zero_copy() is 1 although a rank could not map");
+        buf_put(&b);
+        tu_free(want);
+    }
+    pattern_t shared = {"all-shared", all_shared, 0};
+    allreduce_case(comm, "after the limit is restored", FR_FLOAT32, FR_SUM, count, 0, &shared, expected_zc(1, count * 4));
+}
+
+int main(int argc, char **argv)
+{
+    int level;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &level);
+    tu_init("test_zcopy");
+    np = tu.size;
+    me = tu.rank;
+    const char *q = getenv("FASTREDUCE_TEST_QUICK");
+    quick = q && *q && strcmp(q, "0");
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+    if (fr_comm_create(MPI_COMM_WORLD, NULL, &comm) != FR_SUCCESS) {
+        tu_fail("fr_comm_create: %s", fr_last_error());
+        int rc = tu_finish();
+        MPI_Finalize();
+        return rc ? rc : 1;
+    }
+    /* Zero-copy needs a node of two ranks or more, which open each other's
+     * memfds: a first large call on shared buffers says whether they do. */
+    zc_on = 0;
+    if (np > 1) {
+        buf_t b;
+        buf_get(&b, 1 << 20, 1);
+        fr_allreduce(FR_IN_PLACE, b.p, (1 << 20) / 4, FR_INT32, FR_SUM, comm);
+        int mine = fr_last_zero_copy(), all;
+        MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        zc_on = all;
+        buf_put(&b);
+        if (me == 0) printf("test_zcopy np=%d: zero-copy %s here\n", np, zc_on ? "works" : "is not possible");
+    }
+    tu_begin("zero-copy works on one node of %d ranks", np);
+    TU_CHECK(np == 1 || zc_on || getenv("FR_TEST_NO_ZCOPY"), "a large allreduce on shared buffers did not go "
+             "zero-copy");
+    test_allocator();
+    test_allreduce_grid();
+    test_bcast_grid();
+    test_forced();
+    test_requests_group();
+    test_realloc();
+    test_threads(level);
+    test_setting_off();
+    test_map_failure();
+    fr_comm_destroy(comm);
+    int rc = tu_finish();
+    MPI_Finalize();
+    return rc;
+}
