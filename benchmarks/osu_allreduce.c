@@ -12,7 +12,7 @@ static fr_status_t ar_run_fr(osu_ctx_t *c)
 
 static int ar_run_mpi(osu_ctx_t *c)
 {
-    return MPI_Allreduce(c->sbuf, c->rbuf, (int)c->count, c->o->mpi_dtype, c->o->mpi_op, c->mpi_comm);
+    return MPI_Allreduce(c->ms, c->mr, (int)c->count, c->o->mpi_dtype, c->o->mpi_op, c->mpi_comm);
 }
 
 static fr_status_t ar_start_fr(osu_ctx_t *c, fr_request_t *req)
@@ -22,7 +22,7 @@ static fr_status_t ar_start_fr(osu_ctx_t *c, fr_request_t *req)
 
 static int ar_start_mpi(osu_ctx_t *c, MPI_Request *req)
 {
-    return MPI_Iallreduce(c->sbuf, c->rbuf, (int)c->count, c->o->mpi_dtype, c->o->mpi_op, c->mpi_comm, req);
+    return MPI_Iallreduce(c->ms, c->mr, (int)c->count, c->o->mpi_dtype, c->o->mpi_op, c->mpi_comm, req);
 }
 
 static const char *ar_algorithm(osu_ctx_t *c, char *label, size_t len)

@@ -12,7 +12,7 @@ static fr_status_t bc_run_fr(osu_ctx_t *c)
 
 static int bc_run_mpi(osu_ctx_t *c)
 {
-    return MPI_Bcast(c->sbuf, (int)c->count, c->o->mpi_dtype, c->o->root, c->mpi_comm);
+    return MPI_Bcast(c->ms, (int)c->count, c->o->mpi_dtype, c->o->root, c->mpi_comm);
 }
 
 static fr_status_t bc_start_fr(osu_ctx_t *c, fr_request_t *req)
@@ -22,7 +22,7 @@ static fr_status_t bc_start_fr(osu_ctx_t *c, fr_request_t *req)
 
 static int bc_start_mpi(osu_ctx_t *c, MPI_Request *req)
 {
-    return MPI_Ibcast(c->sbuf, (int)c->count, c->o->mpi_dtype, c->o->root, c->mpi_comm, req);
+    return MPI_Ibcast(c->ms, (int)c->count, c->o->mpi_dtype, c->o->root, c->mpi_comm, req);
 }
 
 static const char *bc_algorithm(osu_ctx_t *c, char *label, size_t len)

@@ -216,6 +216,10 @@ static void print_header(const osu_coll_t *coll, const osu_ctx_t *c, double mbw,
                " (>1: fastreduce is faster)\n# MPI: %s%s\n", coll->title, ver,
                coll->kind == OSU_ALLREDUCE && o->op == FR_AVG ? " (MPI_SUM: MPI has no average)" : "");
     }
+    static const char *const mem_name[] = {"posix_memalign (private)", "fr_mem_alloc (shared by the node's ranks)",
+                                           "MPI_Alloc_mem"};
+    printf("# buffers: %s%s\n", o->device ? "device" : mem_name[o->mem],
+           o->vs_mpi && o->mem == OSU_MEM_FR ? "; MPI's: MPI_Alloc_mem" : "");
     printf("# busbw: %s; %%memcpy = busbw / memcpy bandwidth\n",
            coll->kind == OSU_ALLREDUCE ? "algbw * 2(n-1)/n" : "algbw (size / latency)");
     printf("# memcpy bandwidth: %.2f GB/s (median of 9 timings of memcpy of %zu bytes, rank 0)\n",
@@ -431,6 +435,33 @@ static void device_buffers(osu_ctx_t *c, size_t bytes)
     osu_upload_bytes(c, bytes);
 }
 
+/* The host buffers of --mem: ours (hs, hr) and MPI's (ms, mr). */
+static void host_buffers(osu_ctx_t *c, size_t bytes)
+{
+    const osu_mem_t mem = c->o->mem;
+    int bad;
+    if (mem == OSU_MEM_MALLOC) bad = posix_memalign(&c->hs, 4096, bytes) || posix_memalign(&c->hr, 4096, bytes);
+    else if (mem == OSU_MEM_FR) bad = fr_mem_alloc(bytes, &c->hs) != FR_SUCCESS || fr_mem_alloc(bytes, &c->hr) != FR_SUCCESS;
+    else bad = MPI_Alloc_mem((MPI_Aint)bytes, MPI_INFO_NULL, &c->hs) != MPI_SUCCESS ||
+               MPI_Alloc_mem((MPI_Aint)bytes, MPI_INFO_NULL, &c->hr) != MPI_SUCCESS;
+    if (bad) osu_die(mem == OSU_MEM_FR ? "fr_mem_alloc" : mem == OSU_MEM_MPI ? "MPI_Alloc_mem" : "posix_memalign",
+                     "out of memory for the buffers");
+    c->ms = c->hs;
+    c->mr = c->hr;
+    if (mem == OSU_MEM_FR && c->o->vs_mpi &&
+        (MPI_Alloc_mem((MPI_Aint)bytes, MPI_INFO_NULL, &c->ms) != MPI_SUCCESS ||
+         MPI_Alloc_mem((MPI_Aint)bytes, MPI_INFO_NULL, &c->mr) != MPI_SUCCESS))
+        osu_die("MPI_Alloc_mem", "out of memory for MPI's buffers");
+}
+
+static void free_host_buffers(osu_ctx_t *c)
+{
+    if (c->ms != c->hs) { MPI_Free_mem(c->ms); MPI_Free_mem(c->mr); }
+    if (c->o->mem == OSU_MEM_FR) { fr_mem_free(c->hs); fr_mem_free(c->hr); }
+    else if (c->o->mem == OSU_MEM_MPI) { MPI_Free_mem(c->hs); MPI_Free_mem(c->hr); }
+    else { free(c->hs); free(c->hr); }
+}
+
 int osu_create_comm(fr_comm_t *out, const char *algo)
 {
     fr_config_t cfg = FR_CONFIG_INIT;
@@ -473,10 +504,10 @@ int osu_setup(int argc, char **argv, const osu_coll_t *coll, int nonblocking, os
         return 1;
     }
     size_t maxbytes = maxcount * c->esize;
-    if (posix_memalign(&c->hs, 4096, maxbytes) || posix_memalign(&c->hr, 4096, maxbytes))
-        osu_die("posix_memalign", "out of memory");
+    host_buffers(c, maxbytes);
     for (size_t i = 0; i < maxcount; i++) osu_set(c->hs, i, o->dtype, 1 + (double)(i % 3));
     memset(c->hr, 0, maxbytes);
+    if (c->ms != c->hs) memcpy(c->ms, c->hs, maxbytes);
     c->sbuf = c->hs;
     c->rbuf = c->hr;
     if (o->device) device_buffers(c, maxbytes);
@@ -487,8 +518,7 @@ void osu_teardown(osu_ctx_t *c)
 {
     fr_comm_destroy(c->comm);
     if (c->o->device) { bd_free(c->sbuf); bd_free(c->rbuf); }
-    free(c->hs);
-    free(c->hr);
+    free_host_buffers(c);
     MPI_Finalize();
 }
 
@@ -510,6 +540,34 @@ static void print_bcast_limit(const osu_result_t *last, size_t last_bytes, doubl
     printf("# Largest size %zu B: latency %.2f us = %.2f x one memcpy of the message "
            "(%.2f us at %.2f GB/s), the limit for 2 ranks\n",
            last_bytes, last->ours, last->ours / copy_us, copy_us, mbw / 1e9);
+}
+
+/* Seconds for every rank to memcpy @p bytes between two private buffers
+ * at once: the memory traffic an allreduce cannot avoid (each input read
+ * once, each output written once). Median of 9, each the slowest rank's;
+ * collective, the answer on rank 0. */
+static double all_copy_seconds(size_t bytes)
+{
+    void *(*volatile copy)(void *, const void *, size_t) = memcpy;  /* keep every copy */
+    char *a = malloc(bytes), *b = malloc(bytes);
+    double t[9];
+    int ok = a && b, all;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all) { free(a); free(b); return 0; }
+    memset(a, 1, bytes);
+    memset(b, 2, bytes);
+    copy(b, a, bytes);
+    for (int s = 0; s < 9; s++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        copy(s % 2 ? a : b, s % 2 ? b : a, bytes);
+        double dt = MPI_Wtime() - t0, mx;
+        MPI_Reduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        t[s] = mx;
+    }
+    free(a);
+    free(b);
+    return osu_median(t, 9);
 }
 
 int osu_main(int argc, char **argv, const osu_coll_t *coll)
@@ -538,8 +596,14 @@ int osu_main(int argc, char **argv, const osu_coll_t *coll)
         c.count = size / c.esize;
         if (c.count == 0) continue;
         osu_result_t r;
+        char label[96];
         const char *alg = coll->algorithm(&c, NULL, 0);
         time_size(coll, &c, &r);
+        /* (the last call of the size says whether it went zero-copy) */
+        if (alg && fr_last_zero_copy()) {
+            snprintf(label, sizeof label, "%s zero-copy", alg);
+            alg = label;
+        }
         int valid = !o.validate || osu_validate_size(coll, &c, size, osu_call_blocking);
         if (!valid) status = 1;
         if (osu_rank == 0) print_row(coll, &c, size, &r, mbw, valid, alg);
@@ -548,6 +612,12 @@ int osu_main(int argc, char **argv, const osu_coll_t *coll)
     }
     if (osu_rank == 0 && coll->kind == OSU_BCAST && last_bytes && mbw > 0 && last.ours > 0)
         print_bcast_limit(&last, last_bytes, mbw);
+    if (coll->kind == OSU_ALLREDUCE && last_bytes && !o.device) {
+        double bound = all_copy_seconds(last_bytes);
+        if (osu_rank == 0 && bound > 0)
+            printf("# Largest size %zu B: latency %.2f us = %.2f x the memory-traffic bound (every rank copying the "
+                   "message at once: %.2f us)\n", last_bytes, last.ours, last.ours / (bound * 1e6), bound * 1e6);
+    }
     fflush(stdout);
     osu_teardown(&c);
     return status;

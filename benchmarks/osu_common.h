@@ -29,6 +29,13 @@ typedef enum {
     OSU_COMPUTE_BUSY        /* OSU's dummy_compute: the rank spins its CPU */
 } osu_compute_t;
 
+/* Where the host buffers come from (--mem). */
+typedef enum {
+    OSU_MEM_MALLOC = 0,     /* posix_memalign: private memory, the copy path */
+    OSU_MEM_FR,             /* fr_mem_alloc: memory the node's ranks share (zero-copy); MPI gets MPI_Alloc_mem */
+    OSU_MEM_MPI             /* MPI_Alloc_mem for both (fr_mem_alloc's under libfastreduce-mpi.so) */
+} osu_mem_t;
+
 /* What the command line asked for (identical on every rank). */
 typedef struct osu_opts {
     size_t       min_size, max_size;  /* bytes */
@@ -44,6 +51,7 @@ typedef struct osu_opts {
     const char  *algo;                /* --algo, or NULL */
     const char  *compare;             /* --compare LIST, or NULL */
     int          device;              /* -d cuda: the buffers are CUDA device memory */
+    osu_mem_t    mem;                 /* --mem: where host buffers come from */
     /* the non-blocking programs only */
     int           nonblocking;        /* set by osu_nb_main: the options below apply */
     osu_compute_t compute;            /* --compute */
@@ -60,6 +68,7 @@ typedef struct osu_ctx {
     int       rank, nranks;
     void     *sbuf, *rbuf; /* each holds at least max_size bytes; bcast uses sbuf only */
     void     *hs, *hr;     /* their host copies for validation (sbuf, rbuf themselves with host buffers) */
+    void     *ms, *mr;     /* the buffers --vs-mpi gives MPI: sbuf, rbuf, or MPI_Alloc_mem's with --mem fr */
     size_t    count;       /* elements of the current size */
     size_t    esize;       /* bytes per element */
 } osu_ctx_t;

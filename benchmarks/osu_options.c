@@ -205,6 +205,9 @@ static void usage(FILE *f, osu_kind_t kind, int nb)
         "      --algo NAME               force a fastreduce algorithm (fr_config_t.algo)\n"
         "  -d, --accelerator cuda|host   buffers in CUDA device memory (on GPU local_rank %% GPUs)\n"
         "                                or host memory (default host)\n"
+        "      --mem malloc|fr|mpi       host buffers from posix_memalign (default), fr_mem_alloc\n"
+        "                                (shared by the node's ranks: zero-copy; --vs-mpi gives MPI\n"
+        "                                buffers of MPI_Alloc_mem) or MPI_Alloc_mem for both\n"
         "%s",
         osu_prog, nb ? "non-blocking latency and overlap" : "latency",
         nb ? (ar ? "fr_iallreduce()" : "fr_ibcast()") : (ar ? "fr_allreduce()" : "fr_bcast()"), ar ? "4" : "1",
@@ -243,7 +246,7 @@ static void usage(FILE *f, osu_kind_t kind, int nb)
 
 enum {
     OPT_ALGO = 256, OPT_OP, OPT_ROOT, OPT_VS_MPI, OPT_BLOCKS, OPT_COMPARE,
-    OPT_COMPUTE, OPT_TEST_EVERY, OPT_THREAD_LEVEL
+    OPT_COMPUTE, OPT_TEST_EVERY, OPT_THREAD_LEVEL, OPT_MEM
 };
 
 static const struct option longopts[] = {
@@ -265,6 +268,7 @@ static const struct option longopts[] = {
     { "compute",      required_argument, NULL, OPT_COMPUTE },
     { "test-every",   required_argument, NULL, OPT_TEST_EVERY },
     { "thread-level", required_argument, NULL, OPT_THREAD_LEVEL },
+    { "mem",          required_argument, NULL, OPT_MEM },
     { NULL, 0, NULL, 0 }
 };
 
@@ -377,6 +381,12 @@ static int parse_one(parse_state_t *p, int c, const char *arg, osu_opts_t *o)
         else o->root = (int)v;
         break;
     case OPT_VS_MPI: o->vs_mpi = 1; break;
+    case OPT_MEM:
+        if (!strcmp(arg, "malloc")) o->mem = OSU_MEM_MALLOC;
+        else if (!strcmp(arg, "fr")) o->mem = OSU_MEM_FR;
+        else if (!strcmp(arg, "mpi")) o->mem = OSU_MEM_MPI;
+        else snprintf(p->bad, sizeof p->bad, "unknown --mem '%s' (malloc, fr or mpi)", arg);
+        break;
     case OPT_COMPARE: parse_compare(p, arg, o); break;
     case OPT_BLOCKS:
         if (osu_parse_uint(arg, OSU_MAX_BLOCKS, &v) || v < 1)
@@ -403,6 +413,8 @@ static void check_options(parse_state_t *p, osu_opts_t *o)
     if (!bad[0] && o->device && o->vs_mpi)
         snprintf(bad, n, "--vs-mpi times MPI on host buffers only (MPI may not be CUDA-aware); with -d cuda "
                  "use --compare table,nccl for NCCL's own choice");
+    if (!bad[0] && o->device && o->mem != OSU_MEM_MALLOC)
+        snprintf(bad, n, "--mem is for host buffers (-d host)");
     if (!bad[0] && o->compare && (o->algo || o->vs_mpi || o->validate || o->full))
         snprintf(bad, n, "--compare cannot be combined with --algo, --vs-mpi, -c or -f");
     if (!bad[0] && o->min_size == 0) o->min_size = 1;
