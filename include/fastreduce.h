@@ -636,6 +636,24 @@ FR_API int FR_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Data
  * @return as FR_Iallreduce()
  */
 FR_API int FR_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request);
+
+/**
+ * MPI_Alloc_mem's signature: memory of fr_mem_alloc(), which the node's
+ * ranks share, so that the collectives on it go zero-copy. Where that
+ * cannot be had (size 0, FASTREDUCE_DISABLE=1, fr_mem_alloc failing) the
+ * MPI library's MPI_Alloc_mem serves the call. FASTREDUCE_STATS counts
+ * both, and the collectives that went zero-copy.
+ * @return MPI_SUCCESS or the MPI library's error
+ */
+FR_API int FR_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr);
+
+/**
+ * MPI_Free_mem's signature: frees memory of FR_Alloc_mem(), whichever
+ * gave it (fr_mem_free() or the MPI library's MPI_Free_mem).
+ * @return MPI_SUCCESS, or an MPI error class for an address inside, not at
+ *         the start of, memory of fr_mem_alloc()
+ */
+FR_API int FR_Free_mem(void *base);
 /** @} */
 
 /**

@@ -1,5 +1,7 @@
 /* libfastreduce-mpi.so: the PMPI interposer. Its MPI_Allreduce,
- * MPI_Bcast, MPI_Iallreduce and MPI_Ibcast take the place of the MPI
+ * MPI_Bcast, MPI_Iallreduce, MPI_Ibcast, MPI_Alloc_mem and MPI_Free_mem
+ * (memory of fr_mem_alloc, so that collectives on it go zero-copy) take
+ * the place of the MPI
  * library's (LD_PRELOAD, or linked before it) and are FR_Allreduce,
  * FR_Bcast, FR_Iallreduce and FR_Ibcast: what fastreduce can serve (a
  * predefined type and op on an intra-communicator; any datatype for
@@ -32,4 +34,14 @@ FR_API int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dat
 FR_API int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request)
 {
     return FR_Ibcast(buffer, count, datatype, root, comm, request);
+}
+
+FR_API int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr)
+{
+    return FR_Alloc_mem(size, info, baseptr);
+}
+
+FR_API int MPI_Free_mem(void *base)
+{
+    return FR_Free_mem(base);
 }

@@ -257,6 +257,7 @@ static int mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Data
     const void *s = sendbuf == MPI_IN_PLACE ? FR_IN_PLACE : sendbuf;
     fr_status_t st = fr_allreduce(s, recvbuf, (size_t)count, (fr_dtype_t)c.dtype, (fr_op_t)c.op, c.fc);
     how->what = fr_last_algorithm();
+    how->zcopy = fr_last_zero_copy();
     how->bytes = (double)count * (double)fr_dtype_size((fr_dtype_t)c.dtype);
     how->nranks = c.fc->size;
     return fr_mpi_served_status(st, comm);
@@ -375,6 +376,7 @@ static int mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root, M
     fr_status_t st = fr_mpi_bytes_begin(&b, buffer, count, datatype, c.size, root, c.fc->rank, comm, 0);
     if (st == FR_SUCCESS) st = fr_mpi_bytes_end(&b, fr_bcast(b.buf, b.bytes, FR_UINT8, root, c.fc));
     how->what = fr_last_algorithm();
+    how->zcopy = fr_last_zero_copy();
     how->bytes = (double)count * (double)c.size;
     how->nranks = c.fc->size;
     return fr_mpi_served_status(st, comm);

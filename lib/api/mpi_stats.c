@@ -37,7 +37,8 @@ int fr_mpi_mode(void)
 
 /* The summary's name of each kind of call, and whether its time is the
  * whole collective's (a non-blocking call's is its start alone). */
-static const char *const kind_name[FR_MPI_KINDS] = { "allreduce", "bcast", "iallreduce", "ibcast" };
+static const char *const kind_name[FR_MPI_KINDS] = { "allreduce", "bcast", "iallreduce", "ibcast", "alloc_mem",
+                                                     "free_mem" };
 static int blocking(int kind) { return kind == FR_MPI_ALLREDUCE || kind == FR_MPI_BCAST; }
 
 void fr_mpi_call_end(fr_mpi_kind_t kind, const fr_mpi_served_t *h, int count, MPI_Datatype type, MPI_Comm comm)
@@ -46,14 +47,15 @@ void fr_mpi_call_end(fr_mpi_kind_t kind, const fr_mpi_served_t *h, int count, MP
     double secs = PMPI_Wtime() - h->t0;
     int nranks = h->nranks, size = 0;
     double bytes = h->bytes;
-    if (!h->served) {
+    if (!h->served && kind < FR_MPI_ALLOC_MEM) {
         /* (MPI_DATATYPE_NULL would go to MPI_COMM_WORLD's error handler) */
         if (type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS) size = 0;
         bytes = (double)count * size;
         if (comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &nranks) != MPI_SUCCESS) nranks = 0;
     }
     char what[sizeof stats[0].what];
-    snprintf(what, sizeof what, "%s%s%s", h->what ? h->what : "?", h->via ? " via " : "", h->via ? h->via : "");
+    snprintf(what, sizeof what, "%s%s%s%s", h->what ? h->what : "?", h->zcopy ? " zero-copy" : "",
+             h->via ? " via " : "", h->via ? h->via : "");
     pthread_mutex_lock(&stats_lock);
     int i;
     for (i = 0; i < nstats; i++)

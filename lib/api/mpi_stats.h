@@ -13,7 +13,8 @@
 #include "fastreduce.h"
 
 /* The kinds of MPI-signature call, as the summary names them. */
-typedef enum { FR_MPI_ALLREDUCE = 0, FR_MPI_BCAST, FR_MPI_IALLREDUCE, FR_MPI_IBCAST, FR_MPI_KINDS } fr_mpi_kind_t;
+typedef enum { FR_MPI_ALLREDUCE = 0, FR_MPI_BCAST, FR_MPI_IALLREDUCE, FR_MPI_IBCAST, FR_MPI_ALLOC_MEM, FR_MPI_FREE_MEM,
+               FR_MPI_KINDS } fr_mpi_kind_t;
 
 /* How one MPI-signature call went (for the interposer's statistics). */
 typedef struct fr_mpi_served {
@@ -22,6 +23,7 @@ typedef struct fr_mpi_served {
     int         served;   /* 1: fastreduce ran it; 0: passed to PMPI_* */
     const char *what;     /* served: the algorithm; passed: why ("datatype", "op", "communicator", ...) */
     const char *via;      /* a served non-blocking call: how MPI completes its request; else NULL */
+    int         zcopy;    /* served: it went zero-copy (fr_last_zero_copy) */
     double      bytes;    /* served: the message size */
     int         nranks;   /* served: the communicator's size */
     double      setup;    /* seconds this call spent making the communicator's fr_comm_t (0: it was cached);

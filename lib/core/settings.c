@@ -79,12 +79,12 @@ const fr_setting_t fr_settings[FR_S_COUNT] = {
      "fr_mem_alloc reads and writes them directly, without copies through the node's segment; 0: this rank's "
      "buffers never qualify, so its calls take the copy path"},
     [FR_S_DISABLE] = {"FASTREDUCE_DISABLE", "0", FR_SET_INT, F(disable), NULL, 0, FR_WHEN_INTERPOSE, FR_SUB_INIT,
-     "1: FR_Allreduce, FR_Bcast, FR_Iallreduce and FR_Ibcast (and so the MPI calls of those names under "
-     "libfastreduce-mpi.so) pass every call to the MPI library unchanged"},
+     "1: FR_Allreduce, FR_Bcast, FR_Iallreduce, FR_Ibcast and FR_Alloc_mem (and so the MPI calls of those "
+     "names under libfastreduce-mpi.so) pass every call to the MPI library unchanged"},
     [FR_S_STATS] = {"FASTREDUCE_STATS", "0", FR_SET_INT, F(stats), NULL, 0, FR_WHEN_INTERPOSE, FR_SUB_INIT,
-     "1: at MPI_Finalize rank 0 prints the FR_Allreduce, FR_Bcast, FR_Iallreduce and FR_Ibcast calls (the MPI "
-     "calls of those names under libfastreduce-mpi.so) per call and algorithm (or why they went to MPI): "
-     "calls, bytes, total and mean time, busbw"},
+     "1: at MPI_Finalize rank 0 prints the FR_Allreduce, FR_Bcast, FR_Iallreduce, FR_Ibcast, FR_Alloc_mem and "
+     "FR_Free_mem calls (the MPI calls of those names under libfastreduce-mpi.so) per call and algorithm, "
+     "zero-copy or not (or why they went to MPI): calls, bytes, total and mean time, busbw"},
     [FR_S_NCCL_TUNER] = {"FASTREDUCE_NCCL_TUNER", "auto", FR_SET_ENUM, F(nccl_tuner), nccl_tuner_words,
      FR_SETF_RANK0, FR_WHEN_NCCL, FR_SUB_NCCL,
      "point NCCL_TUNER_PLUGIN at fastreduce's plugin before its first NCCL communicator: auto (unless "

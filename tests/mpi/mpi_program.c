@@ -5,7 +5,8 @@
  * predefined ops and with ones fastreduce passes on (MPI_LAND, MPI_BOR, a
  * user op, MPI_2INT with MPI_MAXLOC, MPI_SHORT, a vector type in bcast), in place and not, at counts that do
  * not divide evenly, on MPI_COMM_WORLD, a dup and two splits, every root,
- * and creates and frees 40 communicators in a loop. Inputs are small
+ * and creates and frees 40 communicators in a loop; and collectives on
+ * buffers of MPI_Alloc_mem (fr_mem_alloc's under the interposer). Inputs are small
  * integers, so every order of summation gives the same bits. The rank 0
  * of each communicator prints one line per case: a hash of its result and
  * whether every rank's equals it; rank 0 of MPI_COMM_WORLD prints them all
@@ -203,6 +204,34 @@ static void bcast_cases(MPI_Comm comm, const char *cname)
 }
 
 static int handler_class = -1;
+/* Collectives on memory of MPI_Alloc_mem, which the interposer takes from
+ * fr_mem_alloc (zero-copy): allreduce in place and not, bcast from every
+ * root, at sizes above the zero-copy thresholds. */
+static void alloc_mem_cases(void)
+{
+    const int n = 300007;
+    int *s = NULL, *r = NULL;
+    if (MPI_Alloc_mem((MPI_Aint)n * (MPI_Aint)sizeof(int), MPI_INFO_NULL, &s) != MPI_SUCCESS ||
+        MPI_Alloc_mem((MPI_Aint)n * (MPI_Aint)sizeof(int), MPI_INFO_NULL, &r) != MPI_SUCCESS) {
+        report("MPI_Alloc_mem", MPI_COMM_WORLD, NULL, 0, MPI_ERR_NO_MEM);
+        return;
+    }
+    char name[96];
+    for (int i = 0; i < n; i++) s[i] = (i % 1000) * (me + 1) - me;
+    int err = MPI_Allreduce(s, r, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    report("allreduce of MPI_Alloc_mem buffers", MPI_COMM_WORLD, r, (size_t)n * sizeof(int), err);
+    err = MPI_Allreduce(MPI_IN_PLACE, s, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    report("allreduce in place of an MPI_Alloc_mem buffer", MPI_COMM_WORLD, s, (size_t)n * sizeof(int), err);
+    for (int root = 0; root < np; root++) {
+        for (int i = 0; i < n; i++) r[i] = me == root ? i * 7 + root : -1;
+        err = MPI_Bcast(r, n, MPI_INT, root, MPI_COMM_WORLD);
+        snprintf(name, sizeof name, "bcast of an MPI_Alloc_mem buffer from root %d", root);
+        report(name, MPI_COMM_WORLD, r, (size_t)n * sizeof(int), err);
+    }
+    MPI_Free_mem(s);
+    MPI_Free_mem(r);
+}
+
 static void on_error(MPI_Comm *comm, int *code, ...)
 {
     (void)comm;
@@ -233,6 +262,7 @@ int main(int argc, char **argv)
     }
     allreduce_cases(MPI_COMM_WORLD, "world");
     bcast_cases(MPI_COMM_WORLD, "world");
+    alloc_mem_cases();
     MPI_Comm dup, halves, pairs;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     MPI_Comm_split(MPI_COMM_WORLD, me % 2, np - me, &halves);   /* reversed order */
