@@ -6,8 +6,8 @@
  * FASTREDUCE_SHM_SIZE), in three buffers in turn; each rank copies its chunk in,
  * reduces its own slice of the chunk from every rank's copy, publishes the
  * result, and copies the other slices' results out. Where every rank's
- * buffers come from fr_mem_alloc, messages above the one-shot size go
- * zero-copy instead (shm_zcopy.h). */
+ * buffers come from fr_mem_alloc, messages from 4 KiB (64 KiB when the
+ * machine's ranks outnumber its cores) go zero-copy instead (shm_zcopy.h). */
 #include <string.h>
 #include "alg_util.h"
 #include "alg.h"
@@ -84,12 +84,12 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
         if (call->sendbuf != call->recvbuf) fr_copy(call->recvbuf, call->sendbuf, call->bytes);
         return FR_SUCCESS;
     }
-    if (call->bytes <= one_shot_max(comm)) return small(call, comm);
     if (fr_shm_zc_allreduce_size(comm, call)) {
         int done;
         FR_CHECK(fr_shm_zc_allreduce(comm, call, &done));
         if (done) return FR_SUCCESS;
     }
+    if (call->bytes <= one_shot_max(comm)) return small(call, comm);
     return fr_shm_allreduce_chunks(comm, call, default_chunk(call), NULL);
 }
 

@@ -37,21 +37,27 @@ _Static_assert(sizeof(zdesc_t) == FR_SHM_ZC_DESC, "a descriptor is two lines");
 
 /* Below these sizes the copy path is as fast (docs/performance.md,
  * "Zero-copy"): its one-shot and small-ring paths take one synchronisation
- * where zero-copy takes two, and a bcast root may run ahead of its readers. */
-#define ZC_ALLREDUCE_MIN ((size_t)16384)
-#define ZC_BCAST_MIN     ((size_t)65536)
+ * where zero-copy takes two, and a bcast root may run ahead of its readers.
+ * Where the machine's ranks outnumber its cores, a wait may be one for a
+ * rank without a core, and zero-copy's second wait costs more. Both values
+ * are the same on every rank of a node (comm->oversubscribed is agreed). */
+#define ZC_ALLREDUCE_MIN ((size_t)4096)
+#define ZC_BCAST_MIN     ((size_t)32768)
+#define ZC_OVERSUBSCRIBED_MIN ((size_t)65536)
 /* The chunk of the copy path that serves the slices of a rank that could
  * not map its peers' buffers (a rare failure: the size matters little). */
 #define RECOVER_CHUNK (512u * 1024u)
 
 int fr_shm_zc_allreduce_size(const struct fr_comm *comm, const fr_call_t *call)
 {
-    return comm->shm && comm->shm->zc_ok && call->bytes >= ZC_ALLREDUCE_MIN;
+    size_t min = comm->oversubscribed ? ZC_OVERSUBSCRIBED_MIN : ZC_ALLREDUCE_MIN;
+    return comm->shm && comm->shm->zc_ok && call->bytes >= min;
 }
 
 int fr_shm_zc_bcast_size(const struct fr_comm *comm, const fr_call_t *call)
 {
-    return comm->shm && comm->shm->zc_ok && call->bytes >= ZC_BCAST_MIN;
+    size_t min = comm->oversubscribed ? ZC_OVERSUBSCRIBED_MIN : ZC_BCAST_MIN;
+    return comm->shm && comm->shm->zc_ok && call->bytes >= min;
 }
 
 /* Local rank @p r's descriptor of round @p Z; stride from one rank's to the next. */

@@ -11,7 +11,7 @@
  *     buffer and the guard bytes around each buffer must survive, and
  *     fr_last_zero_copy() must say 1 exactly where every rank's buffers are
  *     shared and the message is large (64 KiB and more), 0 where any rank's
- *     are private or the message is small (under 8 KiB).
+ *     are private or the message is small (under 4 KiB).
  *  3. Every host algorithm of the registry forced on shared buffers: the
  *     result holds; only shm goes zero-copy.
  *  4. Bcast from every root, root's buffer shared or not, others mixed.
@@ -100,7 +100,7 @@ static int every_rank_shared(const pattern_t *pt, int inplace)
 /* The zero-copy answer a call must give: 1 or 0, or -1 where either is right. */
 static int expected_zc(int all, size_t nb)
 {
-    if (!zc_on || !all || nb < 8192) return 0;
+    if (!zc_on || !all || nb < 4096) return 0;
     return nb >= 65536 ? 1 : -1;
 }
 
