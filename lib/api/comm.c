@@ -131,7 +131,7 @@ static void free_comm(struct fr_comm *c)
     if (!fin && c->mpi != MPI_COMM_NULL && !c->mpi_left) PMPI_Comm_free(&c->mpi);
     if (!fin && c->mpi_left) fr_mpi_left_reap(c->mpi);
     free(c->scratch);
-    free(c->fusion);
+    fr_group_fusion_free(c);
     c->magic = 0;
     free(c);
 }

@@ -11,6 +11,7 @@
 #include "api.h"
 #include "copy.h"
 #include "log.h"
+#include "mem.h"
 #include "request.h"
 
 void fr_group_free(fr_group_t *g)
@@ -97,6 +98,32 @@ int fr_group_next(struct fr_comm *comm, const fr_group_t *g, size_t *i, size_t *
     return 1;
 }
 
+/* The fusion buffer, grown to at least @p bytes: memory of fr_mem_alloc,
+ * so that the fused messages go zero-copy, or private memory where that
+ * cannot be had; NULL (the error recorded) when neither can. */
+static char *fusion_buffer(struct fr_comm *comm, size_t bytes)
+{
+    if (bytes <= comm->fusion_size) return comm->fusion;
+    fr_group_fusion_free(comm);
+    void *p = NULL;
+    if (fr_mem_alloc(bytes, &p) != FR_SUCCESS && posix_memalign(&p, 64, bytes)) {
+        FR_ERROR(FR_ERR_NO_MEMORY, "grouped allreduce: no memory for a fusion buffer of %zu bytes "
+                 "(FASTREDUCE_FUSION_BYTES)", bytes);
+        return NULL;
+    }
+    comm->fusion = p;
+    comm->fusion_size = bytes;
+    return p;
+}
+
+void fr_group_fusion_free(struct fr_comm *comm)
+{
+    if (comm->fusion && fr_mem_shared(comm->fusion, 1)) fr_mem_free(comm->fusion);
+    else free(comm->fusion);
+    comm->fusion = NULL;
+    comm->fusion_size = 0;
+}
+
 /* Pack buffers [first, end) of @p g into @p fb, or copy the results out of it. */
 static void pack(const fr_group_t *g, size_t first, size_t end, char *fb, int out)
 {
@@ -120,9 +147,8 @@ fr_status_t fr_group_run(struct fr_comm *comm, fr_group_t *g, const char **alg)
             call.recvbuf = g->recv[first];
             st = fr_dispatch(comm, &call);
         } else {
-            char *fb = fr_comm_fusion(comm, call.bytes);
-            if (!fb) return FR_ERROR(FR_ERR_NO_MEMORY, "grouped allreduce: no memory for a fusion buffer of %zu "
-                                     "bytes (FASTREDUCE_FUSION_BYTES)", call.bytes);
+            char *fb = fusion_buffer(comm, call.bytes);
+            if (!fb) return FR_ERR_NO_MEMORY;
             pack(g, first, i, fb, 0);
             call.sendbuf = call.recvbuf = fb;
             st = fr_dispatch(comm, &call);

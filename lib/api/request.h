@@ -112,6 +112,8 @@ void fr_req_unlock(void);
 int fr_group_next(struct fr_comm *comm, const fr_group_t *g, size_t *i, size_t *first, fr_call_t *call);
 /* Run grouped allreduce @p g (lib/api/group.c). */
 fr_status_t fr_group_run(struct fr_comm *comm, fr_group_t *g, const char **alg);
+/* Free the communicator's fusion buffer (fr_comm_destroy). */
+void fr_group_fusion_free(struct fr_comm *comm);
 /* Validate and copy a grouped call's arrays: *out (malloc'd, fr_group_free) or an error. */
 fr_status_t fr_group_make(struct fr_comm *comm, const void *const *sendbufs, void *const *recvbufs,
                           const size_t *counts, size_t n, fr_dtype_t dtype, fr_op_t op, fr_group_t **out);

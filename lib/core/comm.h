@@ -77,7 +77,8 @@ struct fr_comm {
     uint64_t     seq;          /* number of collectives started on this communicator */
     void        *scratch;      /* grow-only scratch buffer for algorithms */
     size_t       scratch_size;
-    void        *fusion;       /* grow-only fusion buffer of grouped allreduces (lib/api/group.c) */
+    void        *fusion;       /* grow-only fusion buffer of grouped allreduces, from fr_mem_alloc where it
+                                  can be (lib/api/group.c) */
     size_t       fusion_size;
     struct fr_prog *prog;      /* the queue of requests and its progress thread (lib/api/progress.c) */
     uint64_t     spin;         /* polls before a waiting rank starts to yield */
@@ -112,9 +113,6 @@ struct fr_comm {
 /* A scratch buffer of at least @p bytes owned by the communicator, or NULL
  * (with the error recorded) if it cannot be allocated. */
 void *fr_comm_scratch(struct fr_comm *comm, size_t bytes);
-
-/* The fusion buffer, grown to at least @p bytes, or NULL as fr_comm_scratch. */
-void *fr_comm_fusion(struct fr_comm *comm, size_t bytes);
 
 /* The name of collective @p coll ("allreduce", "bcast"). */
 const char *fr_coll_name(fr_coll_t coll);

@@ -24,11 +24,6 @@ void *fr_comm_scratch(struct fr_comm *comm, size_t bytes)
     return grow(&comm->scratch, &comm->scratch_size, bytes, "scratch");
 }
 
-void *fr_comm_fusion(struct fr_comm *comm, size_t bytes)
-{
-    return grow(&comm->fusion, &comm->fusion_size, bytes, "fusion buffer");
-}
-
 const char *fr_coll_name(fr_coll_t coll)
 {
     return coll == FR_COLL_ALLREDUCE ? "allreduce" : coll == FR_COLL_BCAST ? "bcast" : "?";
