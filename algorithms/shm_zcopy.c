@@ -97,17 +97,23 @@ static int qualifies(const struct fr_comm *comm, const void *send, const void *r
     return comm->set.zero_copy && fr_mem_find(send, bytes, sref) && fr_mem_find(recv, bytes, rref);
 }
 
-/* This rank's slice of the allreduce: elements [so, so + sl), reduced in
- * rank order from in[] into s->tmp piece by piece and written to out[]. */
+/* This rank's slice of the allreduce: elements [so, so + sl), reduced
+ * from in[] into s->tmp piece by piece and written to out[]. The inputs
+ * are taken in the copy path's order (rank order, or with @p own_first this
+ * rank's input first and then the others' in rank order), so that a result
+ * has the same bits whichever memory its buffers are in. */
 static void reduce_slice(fr_shm_t *s, const fr_call_t *call, char **in, char **out, size_t so, size_t sl,
-                         fr_copy_fn copy_out)
+                         int own_first, fr_copy_fn copy_out)
 {
     const size_t es = fr_dtype_size(call->dtype), pe = FR_SHM_TMP / es;
-    const int l = s->lsize;
+    const int l = s->lsize, me = s->lrank;
+    int order[2] = {0, 1};
+    if (own_first) order[0] = me, order[1] = me == 0 ? 1 : 0;
     for (size_t po = so; po < so + sl; po += pe) {
         size_t pn = so + sl - po < pe ? so + sl - po : pe, at = po * es;
-        fr_reduce3(s->tmp, in[0] + at, in[1] + at, pn, call->dtype, call->op);
-        for (int j = 2; j < l; j++) fr_reduce(s->tmp, in[j] + at, pn, call->dtype, call->op);
+        fr_reduce3(s->tmp, in[order[0]] + at, in[order[1]] + at, pn, call->dtype, call->op);
+        for (int j = 0; j < l; j++)
+            if (j != order[0] && j != order[1]) fr_reduce(s->tmp, in[j] + at, pn, call->dtype, call->op);
         /* (the next rank's output first: the ranks start on different ones) */
         for (int k = 1; k <= l; k++) copy_out(out[(s->lrank + k) % l] + at, s->tmp, pn * es);
     }
@@ -133,29 +139,32 @@ static int map_peers(fr_shm_t *s, const fr_call_t *call, uint64_t Z, char **in, 
 }
 
 /* The copy path over the slices of the ranks that posted ZFAIL for round
- * @p Z (the same on every rank); the other slices are complete. */
-static fr_status_t recover_slices(struct fr_comm *comm, const fr_call_t *call, uint64_t Z)
+ * @p Z (the same on every rank): their block of every chunk of @p cel
+ * elements; the other blocks are complete. */
+static fr_status_t recover_slices(struct fr_comm *comm, const fr_call_t *call, size_t cel, uint64_t Z)
 {
     fr_shm_t *s = comm->shm;
     const size_t es = fr_dtype_size(call->dtype);
     for (int f = 0; f < s->lsize; f++) {
         if (__atomic_load_n(fr_shm_flag(s, f, FR_SHM_F_ZFAIL), __ATOMIC_ACQUIRE) != Z) continue;
-        size_t fo, fl;
-        fr_block(call->count, s->lsize, f, &fo, &fl);
-        FR_INFO(FR_SUB_SHM, "zero-copy: local rank %d could not map a peer's buffer; its slice goes the copy way",
+        FR_INFO(FR_SUB_SHM, "zero-copy: local rank %d could not map a peer's buffer; its slices go the copy way",
                 f);
-        fr_call_t sub = *call;
-        sub.sendbuf = (const char *)call->sendbuf + fo * es;
-        sub.recvbuf = (char *)call->recvbuf + fo * es;
-        sub.count = fl;
-        sub.bytes = fl * es;
-        sub.chunk = 0;
-        if (fl) FR_CHECK(fr_shm_allreduce_chunks(comm, &sub, RECOVER_CHUNK, NULL));
+        for (size_t c0 = 0; c0 < call->count; c0 += cel) {
+            size_t fo, fl, n = call->count - c0 < cel ? call->count - c0 : cel;
+            fr_block(n, s->lsize, f, &fo, &fl);
+            fr_call_t sub = *call;
+            sub.sendbuf = (const char *)call->sendbuf + (c0 + fo) * es;
+            sub.recvbuf = (char *)call->recvbuf + (c0 + fo) * es;
+            sub.count = fl;
+            sub.bytes = fl * es;
+            sub.chunk = 0;
+            if (fl) FR_CHECK(fr_shm_allreduce_chunks(comm, &sub, RECOVER_CHUNK, NULL));
+        }
     }
     return FR_SUCCESS;
 }
 
-fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, int *done)
+fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, size_t cel, int own_first, int *done)
 {
     fr_shm_t *s = comm->shm;
     const int l = s->lsize, me = s->lrank;
@@ -176,19 +185,22 @@ fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, int *done
     char **in = s->zptr, **out = s->zptr + l;
     int mapped = map_peers(s, call, Z, in, out);
     fr_shm_post(s, FR_SHM_F_ZSEEN, Z);
-    size_t so, sl;
-    fr_block(call->count, l, me, &so, &sl);
     /* Results are streamed once every rank's input and output (twice the
      * message a rank) outgrow its share of the last-level cache: plain
      * stores then only push out lines that the next call reads again. */
     fr_copy_fn copy_out = fr_copy_for(2 * call->bytes, fr_stream_min(comm->llc_share));
-    if (mapped) reduce_slice(s, call, in, out, so, sl, copy_out);
-    else fr_shm_post(s, FR_SHM_F_ZFAIL, Z);
+    /* this rank's block of every chunk, as the copy path would cut them */
+    for (size_t c0 = 0; mapped && c0 < call->count; c0 += cel) {
+        size_t so, sl, n = call->count - c0 < cel ? call->count - c0 : cel;
+        fr_block(n, l, me, &so, &sl);
+        reduce_slice(s, call, in, out, c0 + so, sl, own_first, copy_out);
+    }
+    if (!mapped) fr_shm_post(s, FR_SHM_F_ZFAIL, Z);
     fr_shm_post(s, FR_SHM_F_ZDONE, Z);
     FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_ZDONE, Z));
     int failed = 0;
     for (int r = 0; r < l; r++) failed |= __atomic_load_n(fr_shm_flag(s, r, FR_SHM_F_ZFAIL), __ATOMIC_ACQUIRE) == Z;
-    if (failed) FR_CHECK(recover_slices(comm, call, Z));
+    if (failed) FR_CHECK(recover_slices(comm, call, cel, Z));
     call->zcopy = !failed;
     *done = 1;
     return FR_SUCCESS;

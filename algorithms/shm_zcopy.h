@@ -15,8 +15,13 @@ int fr_shm_zc_bcast_size(const struct fr_comm *comm, const fr_call_t *call);
 
 /* Run @p call zero-copy where the buffers allow: *done = 1 when it has
  * (call->zcopy set), 0 when the copy path must run it, on every rank
- * alike. Every rank calls them for each call of a size above. */
-fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, int *done);
+ * alike. Every rank calls them for each call of a size above. The
+ * allreduce gives the bits the copy path would: each rank reduces its
+ * block (fr_block) of every chunk of @p cel elements, combining the inputs
+ * in the copy path's order (@p own_first: this rank's first, as the
+ * chunked path does; else in rank order, as the one-shot path does, which
+ * passes cel = count). */
+fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, size_t cel, int own_first, int *done);
 fr_status_t fr_shm_zc_bcast(struct fr_comm *comm, fr_call_t *call, int *done);
 
 #endif

@@ -44,9 +44,11 @@ size_t layer_count(const shape_t *s, int l)
     return ((size_t)s->fan_in[l] + 1) * (size_t)s->fan_out[l];
 }
 
-void tensors_make(tensors_t *t, const shape_t *s)
+void tensors_make(tensors_t *t, const shape_t *s, int shared)
 {
-    float *p = t->flat = alloc(s->n, sizeof(float));
+    void *mem = NULL;
+    t->shared = shared && fr_mem_alloc(s->n * sizeof(float), &mem) == FR_SUCCESS && mem;
+    float *p = t->flat = t->shared ? mem : alloc(s->n, sizeof(float));
     t->w = alloc((size_t)s->nlayer, sizeof(float *));
     t->b = alloc((size_t)s->nlayer, sizeof(float *));
     for (int l = 0; l < s->nlayer; l++) {
@@ -59,7 +61,8 @@ void tensors_make(tensors_t *t, const shape_t *s)
 
 void tensors_free(tensors_t *t)
 {
-    free(t->flat);
+    if (t->shared) fr_mem_free(t->flat);
+    else free(t->flat);
     free(t->w);
     free(t->b);
 }

@@ -37,7 +37,7 @@ void die(const char *msg)
 static const char usage[] =
     "usage: fr_trainer [--data FILE] [--make-data FILE] [--epochs E] [--batch B] [--lr LR]\n"
     "                  [--hidden N] [--layers L] [--overlap on|off] [--backend fastreduce|mpi]\n"
-    "                  [--save-params FILE]\n"
+    "                  [--save-params FILE] [--mem shared|private]\n"
     "  --hidden N, --layers L  L weight layers, 16 -> N x (L - 1) -> 4 (default 64 and 3)\n"
     "  --overlap on   (default) the backward pass starts each layer's allreduce of its\n"
     "                 gradients as soon as it has them, last layer first (fr_iallreduce_group\n"
@@ -47,11 +47,14 @@ static const char usage[] =
     "                 (fr_allreduce_group; MPI_Allreduce): the same messages in the same\n"
     "                 order, so fastreduce gives the same bits in both modes\n"
     "  --save-params FILE  rank 0 writes its final parameters there (float32, layer by\n"
-    "                 layer: weights fan_in x fan_out row-major, then bias)\n";
+    "                 layer: weights fan_in x fan_out row-major, then bias)\n"
+    "  --mem shared   (default) parameters and gradients in memory of fr_mem_alloc, which\n"
+    "                 the node's ranks share: their allreduces and bcast go zero-copy\n"
+    "  --mem private  in private memory (calloc): the copy path\n";
 
 typedef struct opts {
     const char *data, *make, *save;
-    int use_fr, overlap, epochs, batch, hidden, layers;
+    int use_fr, overlap, epochs, batch, hidden, layers, shared;
     double lr;
 } opts_t;
 
@@ -72,6 +75,13 @@ static int on_off(const char *v, int *out)
     return 1;
 }
 
+static int mem_of(const char *v, int *shared)
+{
+    if (strcmp(v, "shared") && strcmp(v, "private")) return 0;
+    *shared = !strcmp(v, "shared");
+    return 1;
+}
+
 static int backend_of(const char *v, int *use_fr)
 {
     if (strcmp(v, "fastreduce") && strcmp(v, "mpi")) return 0;
@@ -83,7 +93,7 @@ static int backend_of(const char *v, int *use_fr)
 static int parse(int argc, char **argv, opts_t *o)
 {
     *o = (opts_t){ .data = "fr_trainer.data", .use_fr = 1, .overlap = 1, .epochs = 5, .batch = 32,
-                   .hidden = 64, .layers = 3, .lr = 0.05 };
+                   .hidden = 64, .layers = 3, .lr = 0.05, .shared = 1 };
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -93,6 +103,7 @@ static int parse(int argc, char **argv, opts_t *o)
         else if (!strcmp(a, "--save-params")) o->save = v;
         else if (!strcmp(a, "--backend") && backend_of(v, &o->use_fr)) {}
         else if (!strcmp(a, "--overlap") && on_off(v, &o->overlap)) {}
+        else if (!strcmp(a, "--mem") && mem_of(v, &o->shared)) {}
         else if (!strcmp(a, "--epochs") && int_in(v, 1, 1000000, &o->epochs)) {}
         else if (!strcmp(a, "--batch") && int_in(v, 1, 1 << 20, &o->batch)) {}
         else if (!strcmp(a, "--hidden") && int_in(v, 1, 1 << 14, &o->hidden)) {}
@@ -133,9 +144,9 @@ static void print_setup(const run_t *r)
         for (int l = 0; l < s->nlayer; l++) k += (size_t)snprintf(model + k, sizeof model - k, "-%d", s->fan_out[l]);
     } else snprintf(model, sizeof model, "%d-%dx%d-%d", NF, r->o.hidden, s->nlayer - 1, NC);
     printf("fr_trainer: %d ranks, backend %s, overlap %s, MPI thread level %s, model %s (%zu parameters, "
-           "%zu bytes), batch %d per rank, lr %g\n", np, r->o.use_fr ? "fastreduce" : "mpi",
+           "%zu bytes), batch %d per rank, lr %g, %s memory\n", np, r->o.use_fr ? "fastreduce" : "mpi",
            r->o.overlap ? "on" : "off", level_name(r->thread_level), model, s->n, s->n * sizeof(float), r->o.batch,
-           r->o.lr);
+           r->o.lr, r->g.shared ? "shared (fr_mem_alloc)" : "private");
     /* below MPI_THREAD_MULTIPLE the progress thread makes no MPI calls: a
      * request that needs MPI waits for fr_waitall */
     if (r->o.use_fr && r->o.overlap && r->thread_level != MPI_THREAD_MULTIPLE)
@@ -152,8 +163,9 @@ static void setup(run_t *r)
     }
     shape_make(&r->shape, r->o.layers, r->o.hidden);
     if (r->shape.n > (size_t)2147483647) die("the model has more parameters than an MPI count holds");
-    tensors_make(&r->m, &r->shape);
-    tensors_make(&r->g, &r->shape);
+    /* (the mpi backend keeps private memory: MPI gains nothing from ours) */
+    tensors_make(&r->m, &r->shape, r->o.use_fr && r->o.shared);
+    tensors_make(&r->g, &r->shape, r->o.use_fr && r->o.shared);
     work_make(&r->wk, &r->shape, r->o.batch);
     if (r->o.use_fr && fr_comm_create(MPI_COMM_WORLD, NULL, &r->comm) != FR_SUCCESS) die(fr_last_error());
     reducer_make(&r->red, &r->shape, &r->g, r->comm, r->o.overlap);

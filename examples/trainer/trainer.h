@@ -31,6 +31,7 @@ typedef struct shape {
 
 typedef struct tensors {
     float *flat, **w, **b; /* the flat array and its views */
+    int shared;            /* flat is memory of fr_mem_alloc (zero-copy collectives) */
 } tensors_t;
 
 /* The batch's activations and deltas, kept from the forward pass for the
@@ -47,7 +48,9 @@ typedef void (*layer_done_fn)(int l, void *arg);
 
 void shape_make(shape_t *s, int nlayer, int hidden);
 void shape_free(shape_t *s);
-void tensors_make(tensors_t *t, const shape_t *s);
+/* With @p shared, the flat array comes from fr_mem_alloc (private memory
+ * where it cannot). */
+void tensors_make(tensors_t *t, const shape_t *s, int shared);
 void tensors_free(tensors_t *t);
 void model_init(tensors_t *m, const shape_t *s);
 void work_make(work_t *wk, const shape_t *s, int nb);

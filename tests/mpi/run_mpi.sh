@@ -588,6 +588,12 @@ for np in 2 3; do
     [ -n "$lf" ] && [ -n "$lm" ] &&
         awk -v a="$lf" -v b="$lm" -v c="$l1m" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b < c && d <= 1e-4 * b) }' && ok=1
     pass_fail $ok "trainer np=$np: final loss ${lf:-?} (fastreduce), ${lm:-?} (mpi, overlap $mpiov; first epoch ${l1m:-?})"
+    # parameters and gradients in private memory (the copy path) rather than
+    # fr_mem_alloc's (zero-copy, the default): the same bits
+    ilaunch $np "$LOGDIR/trainer-$np-private.out" "$LOGDIR/trainer-$np-private.err" -- "$TRAINER" --data "$tdata" \
+        "${model[@]}" --epochs 3 --mem private --save-params "$LOGDIR/trainer-$np-private.params"
+    same=0; cmp -s "$on.params" "$LOGDIR/trainer-$np-private.params" && same=1
+    pass_fail $same "trainer np=$np: parameters with --mem private (copy path) identical to shared memory's (zero-copy)"
     grep -hE '^epoch 3' "$on.out" "$off.out" "$m.out" | sed 's/^/    /'
 done
 

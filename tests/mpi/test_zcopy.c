@@ -15,7 +15,10 @@
  *  3. Every host algorithm of the registry forced on shared buffers: the
  *     result holds; only shm goes zero-copy.
  *  4. Bcast from every root, root's buffer shared or not, others mixed.
- *  5. Requests and grouped calls on shared buffers; buffers freed and
+ *  5. Floats whose sums round: a zero-copy result has the bits of the copy
+ *     path's (each rank reduces the blocks the copy path gives it, in its
+ *     order).
+ *  6. Requests and grouped calls on shared buffers; buffers freed and
  *     reallocated between calls (also on one rank only, and with other
  *     descriptors in between, so peers must not use a stale mapping);
  *     memory allocated by one thread and used by another;
@@ -272,6 +275,42 @@ static void test_bcast_grid(void)
             }
 }
 
+/* Floats whose sums round: a zero-copy result must have the copy path's
+ * bits (the same result whatever memory a program uses), at sizes of the
+ * one-shot path, of one chunk and of many. */
+static void test_same_bits(void)
+{
+    const size_t counts[] = { 1500, 3001, 70001, 300007, quick ? 400009 : 2500007 };
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        for (int dt = 0; dt < 2; dt++) {
+            const size_t n = counts[k], es = dt ? 8 : 4;
+            tu_begin("float%d sum of %zu rounding elements: zero-copy gives the copy path's bits", dt ? 64 : 32, n);
+            buf_t sh_s, sh_r, pr_r;
+            buf_get(&sh_s, n * es, 1);
+            buf_get(&sh_r, n * es, 1);
+            buf_get(&pr_r, n * es, 0);
+            for (size_t i = 0; i < n; i++) {
+                double v = (double)tu_hash3(i, (uint64_t)me, k) / 1e17 * (me % 2 ? -1.0 : 1.0) + 1.0 / (double)(me + 3);
+                if (dt) memcpy(sh_s.p + 8 * i, &v, 8);
+                else { float f = (float)v; memcpy(sh_s.p + 4 * i, &f, 4); }
+            }
+            fr_dtype_t t = dt ? FR_FLOAT64 : FR_FLOAT32;
+            fr_status_t a = fr_allreduce(sh_s.p, sh_r.p, n, t, FR_SUM, comm);
+            int zc = fr_last_zero_copy();
+            fr_status_t b = fr_allreduce(sh_s.p, pr_r.p, n, t, FR_SUM, comm);
+            int zc_private = fr_last_zero_copy();
+            TU_CHECK(a == FR_SUCCESS && b == FR_SUCCESS, "%s, %s", tu_status(a), tu_status(b));
+            TU_CHECK(!zc_private, "a call with a private receive buffer went zero-copy");
+            int want = expected_zc(1, n * es);
+            TU_CHECK(want < 0 || zc == want, "fr_last_zero_copy() was %d for the shared buffers, want %d", zc, want);
+            size_t nbad, i = tu_first_diff(sh_r.p, pr_r.p, n, es, &nbad);
+            TU_CHECK(i == n, "%zu of %zu elements differ from the copy path's, the first at %zu", nbad, n, i);
+            buf_put(&sh_s);
+            buf_put(&sh_r);
+            buf_put(&pr_r);
+        }
+}
+
 /* Four requests in flight on shared buffers, then a grouped call mixing
  * shared buffers of several sizes. */
 static void test_requests_group(void)
@@ -526,6 +565,7 @@ int main(int argc, char **argv)
     test_allreduce_grid();
     test_bcast_grid();
     test_forced();
+    test_same_bits();
     test_requests_group();
     test_realloc();
     test_threads(level);
