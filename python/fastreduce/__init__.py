@@ -24,11 +24,11 @@ extension; the GIL is released while the library works.
 import ctypes
 import threading
 
-from . import _buffers
+from . import _buffers, _shared
 from ._lib import find_library, load
 
 __all__ = ["Comm", "Work", "FastReduceError", "ArgumentError", "SUM", "PROD", "MIN", "MAX", "AVG", "version",
-           "cuda_support", "find_library"]
+           "cuda_support", "find_library", "empty", "shared_buffer", "is_shared", "last_zero_copy"]
 
 # fr_status_t values (include/fastreduce.h)
 _STATUS = ["FR_SUCCESS", "FR_ERR_INVALID_ARG", "FR_ERR_NULL_POINTER", "FR_ERR_COUNT", "FR_ERR_ROOT",
@@ -77,6 +77,35 @@ def _error(status):
 def _check(status):
     if status != 0:
         raise _error(status)
+
+
+def shared_buffer(nbytes):
+    """A writable buffer of @p nbytes (a ctypes array) in memory the node's
+    ranks share (fr_mem_alloc), for numpy.frombuffer, torch.frombuffer or
+    memoryview; freed when nothing made over it is left."""
+    return _shared.buffer(_lib, nbytes, _error)
+
+
+def empty(shape, dtype="float32"):
+    """A NumPy array of @p shape and @p dtype in memory the node's ranks
+    share: allreduces of such arrays on every rank (bcasts of the root's)
+    go zero-copy. Its contents are zeros."""
+    import numpy
+    shape, n = _shared.count_of(shape)
+    dt = numpy.dtype(dtype)
+    return numpy.frombuffer(shared_buffer(n * dt.itemsize), dtype=dt, count=n).reshape(shape)
+
+
+def is_shared(obj):
+    """Whether @p obj (a tensor, an array, a buffer) lies in memory of
+    fr_mem_alloc, as a zero-copy call needs on every rank."""
+    b = _buf(obj, False, "is_shared")
+    return b.cuda is None and b.nbytes > 0 and bool(_lib.fr_mem_shared(ctypes.c_void_p(b.addr), b.nbytes))
+
+
+def last_zero_copy():
+    """Whether this thread's last blocking collective went zero-copy."""
+    return bool(_lib.fr_last_zero_copy())
 
 
 def _buf(obj, writable, what, addr=True):

@@ -46,6 +46,9 @@ def _signatures(lib):
     lib.fr_iallreduce_group.argtypes = [P, P, P, S, I, I, P, ctypes.POINTER(U64)]
     lib.fr_test.argtypes = [ctypes.POINTER(U64), ctypes.POINTER(I)]
     lib.fr_wait.argtypes = [ctypes.POINTER(U64)]
+    lib.fr_mem_alloc.argtypes = [S, ctypes.POINTER(P)]
+    lib.fr_mem_free.argtypes = [P]
+    lib.fr_mem_shared.argtypes = [P, S]
     for f in ("fr_allreduce_algorithm", "fr_bcast_algorithm", "fr_allreduce_algorithm_device",
               "fr_bcast_algorithm_device"):
         getattr(lib, f).restype = ctypes.c_char_p

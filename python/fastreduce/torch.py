@@ -27,7 +27,7 @@ from fastreduce import AVG, SUM
 
 __all__ = ["default_comm", "init_process_group", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "future_of",
            "DistributedOptimizer", "Compression", "broadcast_parameters", "broadcast_optimizer_state",
-           "broadcast_object"]
+           "broadcast_object", "empty"]
 
 _default = None
 
@@ -202,6 +202,17 @@ def broadcast_optimizer_state(optimizer, root_rank=0, comm=None):
         optimizer.load_state_dict(state)
 
 
+def empty(shape, dtype=torch.float32):
+    """A CPU tensor of @p shape and @p dtype in memory the node's ranks share
+    (fastreduce.shared_buffer): allreduces of such tensors on every rank
+    (bcasts of the root's) go zero-copy. Its contents are zeros."""
+    shape, n = _fr._shared.count_of(shape)
+    if n == 0:
+        return torch.empty(shape, dtype=dtype)
+    nbytes = n * torch.empty((), dtype=dtype).element_size()
+    return torch.frombuffer(_fr.shared_buffer(nbytes), dtype=dtype, count=n).reshape(shape)
+
+
 # ------------------------------------------------------ DistributedOptimizer
 
 class Compression:
@@ -220,10 +231,36 @@ class Compression:
 
 
 class _Bucket:
-    __slots__ = ("params", "pending", "ready", "work", "wire")
+    __slots__ = ("params", "pending", "ready", "work", "wire", "flat", "views")
 
     def __init__(self, params):
         self.params, self.pending, self.ready, self.work, self.wire = params, len(params), False, None, None
+        self.flat, self.views = None, None   # a CPU bucket's shared buffer, and each parameter's view of it
+
+    def share(self, wire_dtype):
+        """Give a CPU bucket one flat buffer in shared memory (fastreduce.torch.empty)
+        of its gradients' type on the wire, and each parameter a view of it;
+        without compression the views become the gradients, so backward
+        accumulates into the buffer that the zero-copy allreduce reads."""
+        p0 = self.params[0]
+        if p0.device.type != "cpu":
+            return
+        self.flat = empty(sum(p.numel() for p in self.params), dtype=wire_dtype or p0.dtype)
+        self.views, off = [], 0
+        for p in self.params:
+            self.views.append(self.flat[off:off + p.numel()].view_as(p))
+            off += p.numel()
+        if wire_dtype is None:
+            self.attach()
+
+    def attach(self):
+        """Make the views the gradients again (their values kept, or zeros)."""
+        for p, v in zip(self.params, self.views):
+            if p.grad is None:
+                v.zero_()
+            elif p.grad.data_ptr() != v.data_ptr():
+                v.copy_(p.grad)
+            p.grad = v
 
 
 def _buckets(params, fusion_bytes):
@@ -251,7 +288,7 @@ class _DistributedOptimizer:
     class (see DistributedOptimizer())."""
 
     def _fr_setup(self, named_parameters, comm, fusion_bytes, compression, backward_passes_per_step, op,
-                  average_aggregated_gradients):
+                  average_aggregated_gradients, shared_buckets):
         if backward_passes_per_step < 1:
             raise _fr.ArgumentError(1, "backward_passes_per_step must be at least 1")
         if op not in (AVG, SUM):
@@ -269,6 +306,9 @@ class _DistributedOptimizer:
         self._fr_passes_per_step = backward_passes_per_step
         self._fr_average_passes = average_aggregated_gradients
         self._fr_buckets = _buckets(params, fusion_bytes)
+        if shared_buckets:
+            for b in self._fr_buckets:
+                b.share(self._fr_wire)
         self._fr_bucket_of = {id(p): b for b in self._fr_buckets for p in b.params}
         self._fr_passes = {id(p): 0 for p in params}
         self._fr_next = 0   # the first bucket not started: buckets start in order on every rank
@@ -298,6 +338,9 @@ class _DistributedOptimizer:
             self._fr_next += 1
 
     def _fr_start(self, b):
+        if b.flat is not None:
+            self._fr_start_flat(b)
+            return
         for p in b.params:
             if p.grad is None:   # not used this step on this rank: zeros, as every rank must send
                 p.grad = torch.zeros_like(p)
@@ -314,6 +357,24 @@ class _DistributedOptimizer:
                 w.div_(comm.size)
             op = SUM
         b.work = comm.allreduce_group(b.wire, op=op, async_op=True)
+
+    def _fr_start_flat(self, b):
+        """A shared bucket: its gradients are its views already (without
+        compression; one the program replaced is copied back in), or are
+        converted into them; one in-place allreduce of the whole buffer."""
+        op, comm = self._fr_op, self._fr_comm
+        if self._fr_wire is None:
+            b.attach()
+        else:
+            for p, v in zip(b.params, b.views):
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                v.copy_(p.grad)
+            if op == AVG:
+                b.flat.div_(comm.size)
+                op = SUM
+        b.wire = b.views
+        b.work = comm.allreduce(b.flat, op=op, async_op=True)
 
     def synchronize(self):
         """Finish every gradient's allreduce (starting those whose gradients
@@ -338,27 +399,37 @@ class _DistributedOptimizer:
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, set_to_none=True):
+        """As the optimizer's, but a shared bucket's gradients stay its views,
+        zeroed (as DDP's gradient_as_bucket_view keeps them)."""
         if any(self._fr_passes.values()):
             raise _fr.FastReduceError(18, "zero_grad() while gradients' allreduces are pending: call step() or "
                                       "synchronize() first")
-        return super(self.__class__, self).zero_grad(set_to_none)
+        super(self.__class__, self).zero_grad(set_to_none)
+        for b in self._fr_buckets:
+            if b.flat is not None and self._fr_wire is None:
+                b.flat.zero_()
+                b.attach()
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, comm=None, fusion_bytes=25 << 20,
                          compression=Compression.none, backward_passes_per_step=1, op=AVG,
-                         average_aggregated_gradients=False):
+                         average_aggregated_gradients=False, shared_buckets=True):
     """Wrap @p optimizer so that each gradient is averaged over the ranks as
     soon as backward has made it: gradients go into buckets of at most
     @p fusion_bytes (0: one a bucket), each reduced by a non-blocking grouped
     allreduce when all its gradients are ready, and step() waits for them.
     With backward_passes_per_step=k, gradients accumulate over k backward
     passes before they are reduced (divided by k too with
-    average_aggregated_gradients). The result is an instance of the
-    optimizer's own class, with its param_groups and state."""
+    average_aggregated_gradients). With shared_buckets (the default) each
+    bucket of CPU parameters is one buffer in memory the node's ranks share,
+    reduced in place by one zero-copy allreduce; without compression the
+    gradients are views of it (backward accumulates there, and zero_grad
+    zeroes them in place rather than dropping them). The result is an
+    instance of the optimizer's own class, with its param_groups and state."""
     methods = {k: v for k, v in vars(_DistributedOptimizer).items() if k not in ("__dict__", "__weakref__")}
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), methods)
     opt = cls.__new__(cls)
     opt.__dict__.update(optimizer.__dict__)   # the same param_groups, state, defaults and hooks
     opt._fr_setup(named_parameters, comm, fusion_bytes, compression, backward_passes_per_step, op,
-                  average_aggregated_gradients)
+                  average_aggregated_gradients, shared_buckets)
     return opt

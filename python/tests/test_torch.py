@@ -289,6 +289,50 @@ def test_optimizer_matches_hand_averaged(comm, fusion, compression, tol, passes,
         torch.testing.assert_close(b, a, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("fusion,compression", [(600, "none"), (25 << 20, "none"), (25 << 20, "fp16")])
+def test_optimizer_shared_buckets(comm, fusion, compression):
+    """Buckets in shared memory (the default) give the bits of private ones;
+    without compression the gradients are views of the shared buffers, kept
+    across zero_grad()."""
+    kw = dict(fusion_bytes=fusion, compression=getattr(frt.Compression, compression))
+    shared, opt = with_fastreduce(comm, SGD, 3, 1, False, **kw)
+    private, popt = with_fastreduce(comm, SGD, 3, 1, False, shared_buckets=False, **kw)
+    assert all(b.flat is not None and fr.is_shared(b.flat) for b in opt._fr_buckets)
+    assert all(b.flat is None for b in popt._fr_buckets)
+    for a, b in zip(shared, private):
+        assert torch.equal(a, b)
+    if compression == "none":
+        opt.zero_grad()
+        for b in opt._fr_buckets:
+            for p, v in zip(b.params, b.views):
+                assert p.grad is v and fr.is_shared(p.grad) and not p.grad.any()
+
+
+@pytest.mark.parametrize("make", ["numpy", "torch"])
+def test_shared_memory_allreduce_and_bcast(comm, make):
+    """fastreduce.empty and fastreduce.torch.empty: zeros in shared memory;
+    an allreduce of them on every rank goes zero-copy with the right sums,
+    and so does a bcast from every root."""
+    n = 70007   # (7 x 10001)
+    a = fr.empty((7, n // 7), "float32") if make == "numpy" else frt.empty((7, n // 7), torch.float32)
+    assert a.shape == (7, n // 7) and fr.is_shared(a) and not a.any()
+    assert not fr.is_shared(np.zeros(10)) and not fr.is_shared(torch.zeros(10))
+    a[:] = (np.arange(n).reshape(7, -1) % 5 + ME) if make == "numpy" else \
+        torch.from_numpy((np.arange(n).reshape(7, -1) % 5 + ME).astype(np.float32))
+    comm.allreduce(a)
+    assert fr.last_zero_copy()
+    want = (np.arange(n).reshape(7, -1) % 5) * NP + NP * (NP - 1) / 2
+    assert np.array_equal(np.asarray(a), want)
+    for root in range(NP):
+        b = fr.empty(n, "int32") if make == "numpy" else frt.empty(n, torch.int32)
+        if ME == root:
+            b[:] = (np.arange(n) * 3 + root) if make == "numpy" else torch.arange(n, dtype=torch.int32) * 3 + root
+        comm.bcast(b, root=root)
+        assert fr.last_zero_copy()
+        assert np.array_equal(np.asarray(b), np.arange(n) * 3 + root)
+    assert fr.empty(0).size == 0 and frt.empty((0, 3)).shape == (0, 3)
+
+
 def test_optimizer_unused_parameter_and_misuse(comm):
     m = model()
     extra = torch.nn.Parameter(torch.ones(4))   # never gets a gradient
