@@ -372,6 +372,9 @@ if [ "$FLAVOR" = openmpi ]; then
     kill_one 3 "FASTREDUCE_UCX_TLS=tcp,self" ring
     kill_one 4 "FASTREDUCE_UCX_TLS=tcp,self FASTREDUCE_NODE_SIZE=2" hier
     kill_one 3 "FASTREDUCE_PROGRESS=thread" shm --requests
+    # zero-copy: the victim's memory is mapped by the others when it dies
+    kill_one 3 "" shm --shared
+    kill_one 3 "FASTREDUCE_PROGRESS=thread" shm --shared --requests
     kill_one 3 "FASTREDUCE_PROGRESS=caller FASTREDUCE_UCX_TLS=tcp,self" ring --requests
 else
     echo "SKIP: test_kill under $FLAVOR (its launcher ends the survivors when a rank is killed)"

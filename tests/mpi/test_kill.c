@@ -20,7 +20,11 @@
  * requests in flight, and a survivor's fr_waitall must come back as a
  * call would, after which fr_comm_destroy (no request left pending) works.
  *
- * Usage: test_kill [--algo NAME] [--timeout SECONDS] [--count FLOATS] [--requests]
+ * With --shared the buffer comes from fr_mem_alloc: the calls go zero-copy
+ * (the first two must say so), and the victim dies while its peers map its
+ * memory and write into it.
+ *
+ * Usage: test_kill [--algo NAME] [--timeout SECONDS] [--count FLOATS] [--requests] [--shared]
  */
 #include <pthread.h>
 #include <time.h>
@@ -54,14 +58,15 @@ static void *killer(void *arg)
 typedef struct {
     const char *algo, *tmo;
     size_t count;
-    int requests;
+    int requests, shared;
 } kill_opts_t;
 
 static kill_opts_t parse(int argc, char **argv)
 {
-    kill_opts_t o = { "shm", "2", 4u << 20, 0 };
+    kill_opts_t o = { "shm", "2", 4u << 20, 0, 0 };
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--requests")) o.requests = 1;
+        else if (!strcmp(argv[i], "--shared")) o.shared = 1;
         else if (i + 1 == argc) break;
         else if (!strcmp(argv[i], "--algo")) o.algo = argv[++i];
         else if (!strcmp(argv[i], "--timeout")) o.tmo = argv[++i];
@@ -71,11 +76,15 @@ static kill_opts_t parse(int argc, char **argv)
 }
 
 /* Allreduce until a call fails; the last rank arranges its own death in
- * its third call. Returns the failed call's status, its time in *t_fail. */
+ * its third call. Returns the failed call's status, its time in *t_fail;
+ * *not_zc: how many of the first two blocking calls on shared memory did
+ * not go zero-copy. */
 static fr_status_t run_until_failure(fr_comm_t c, const kill_opts_t *o, const char *chosen, int me, int victim,
-                                     double *t_fail)
+                                     double *t_fail, int *not_zc)
 {
-    float *buf = malloc(o->count * sizeof(float));
+    void *mem = NULL;
+    if (o->shared && fr_mem_alloc(o->count * sizeof(float), &mem) != FR_SUCCESS) return FR_ERR_NO_MEMORY;
+    float *buf = o->shared ? mem : malloc(o->count * sizeof(float));
     for (size_t i = 0; i < o->count; i++) buf[i] = 1.0f;
     fr_status_t st = FR_SUCCESS;
     for (int it = 0; it < 200; it++) {
@@ -90,8 +99,10 @@ static fr_status_t run_until_failure(fr_comm_t c, const kill_opts_t *o, const ch
         st = o->requests ? three_requests(buf, o->count, c)
                          : fr_allreduce(FR_IN_PLACE, buf, o->count, FR_FLOAT32, FR_SUM, c);
         if (st != FR_SUCCESS) { *t_fail = MPI_Wtime() - t0; break; }
+        if (o->shared && !o->requests && it < 2) *not_zc += !fr_last_zero_copy();
     }
-    free(buf);
+    if (o->shared) fr_mem_free(mem);
+    else free(buf);
     return st;
 }
 
@@ -144,14 +155,16 @@ int main(int argc, char **argv)
     }
     const char *chosen = fr_allreduce_algorithm(c, o.count, FR_FLOAT32, FR_SUM);
     double t_fail = 0;
-    st = run_until_failure(c, &o, chosen, me, np - 1, &t_fail);
+    int not_zc = 0;
+    st = run_until_failure(c, &o, chosen, me, np - 1, &t_fail, &not_zc);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", fr_last_error());
     double limit = atof(o.tmo) + 2.0;
     const char *why = st == FR_SUCCESS ? "every call succeeded although a rank was killed"
                     : st != FR_ERR_TIMED_OUT && st != FR_ERR_UCX ? "unexpected status"
                     : t_fail > limit ? "came back too late"
-                    : st == FR_ERR_TIMED_OUT && !strstr(msg, "waiting for") ? "the message names no peer" : NULL;
+                    : st == FR_ERR_TIMED_OUT && !strstr(msg, "waiting for") ? "the message names no peer"
+                    : not_zc ? "a call on shared memory before the kill did not go zero-copy" : NULL;
     fr_status_t ds = fr_comm_destroy(c);
     if (!why && ds != FR_SUCCESS) why = "fr_comm_destroy failed";
     char line[1400];
