@@ -9,13 +9,16 @@
  * third of FASTREDUCE_SHM_SIZE). With several chunks whose
  * slices cross by the ring, the network stage of one chunk runs under the
  * shared-memory steps of its neighbours; the ring also overlaps its
- * reductions with its transfers. */
+ * reductions with its transfers. Where the node's buffers come from
+ * fr_mem_alloc, the node stages are zero-copy (shm_zcopy.h), chunk after
+ * chunk. */
 #include "alg_util.h"
 #include "copy.h"
 #include "recursive_doubling.h"
 #include "ring_pass.h"
 #include "shm.h"
 #include "shm_steps.h"
+#include "shm_zcopy.h"
 
 #define HIER_CHUNK_DEFAULT ((uint64_t)4 * 1024 * 1024)
 #define HIER_RING_CHUNK ((uint64_t)256 * 1024)
@@ -160,6 +163,13 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
     if (call->count == 0) return FR_SUCCESS;
     if (comm->ppn == 1) return across(comm, call, call->recvbuf, call->sendbuf, call->count, 0);
     size_t cel = fr_shm_chunk_elems(comm, call, HIER_CHUNK_DEFAULT), so, sl;
+    /* the node stages zero-copy where the node's buffers allow (the same
+     * slices cross the nodes either way, so nodes may choose differently) */
+    if (fr_shm_zc_allreduce_size(comm, call)) {
+        int done;
+        FR_CHECK(fr_shm_zc_allreduce(comm, call, cel, 1, slice_across, &done));
+        if (done) return FR_SUCCESS;
+    }
     /* one chunk, or slices that cross by recursive doubling: in sequence
      * (the slice of local rank 0 is a largest one) */
     fr_block(cel < call->count ? cel : call->count, comm->local_size, 0, &so, &sl);

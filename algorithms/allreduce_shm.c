@@ -87,7 +87,7 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
     if (fr_shm_zc_allreduce_size(comm, call)) {
         int done, chunked = call->bytes > one_shot_max(comm);
         size_t cel = chunked ? fr_shm_chunk_elems(comm, call, default_chunk(call)) : call->count;
-        FR_CHECK(fr_shm_zc_allreduce(comm, call, cel, chunked, &done));
+        FR_CHECK(fr_shm_zc_allreduce(comm, call, cel, chunked, NULL, &done));
         if (done) return FR_SUCCESS;
     }
     if (call->bytes <= one_shot_max(comm)) return small(call, comm);

@@ -98,12 +98,13 @@ static int qualifies(const struct fr_comm *comm, const void *send, const void *r
 }
 
 /* This rank's slice of the allreduce: elements [so, so + sl), reduced
- * from in[] into s->tmp piece by piece and written to out[]. The inputs
- * are taken in the copy path's order (rank order, or with @p own_first this
- * rank's input first and then the others' in rank order), so that a result
- * has the same bits whichever memory its buffers are in. */
+ * from in[] into s->tmp piece by piece and written to out[] (to out[me]
+ * alone with @p own_only). The inputs are taken in the copy path's order
+ * (rank order, or with @p own_first this rank's input first and then the
+ * others' in rank order), so that a result has the same bits whichever
+ * memory its buffers are in. */
 static void reduce_slice(fr_shm_t *s, const fr_call_t *call, char **in, char **out, size_t so, size_t sl,
-                         int own_first, fr_copy_fn copy_out)
+                         int own_first, int own_only, fr_copy_fn copy_out)
 {
     const size_t es = fr_dtype_size(call->dtype), pe = FR_SHM_TMP / es;
     const int l = s->lsize, me = s->lrank;
@@ -115,8 +116,25 @@ static void reduce_slice(fr_shm_t *s, const fr_call_t *call, char **in, char **o
         for (int j = 0; j < l; j++)
             if (j != order[0] && j != order[1]) fr_reduce(s->tmp, in[j] + at, pn, call->dtype, call->op);
         /* (the next rank's output first: the ranks start on different ones) */
-        for (int k = 1; k <= l; k++) copy_out(out[(s->lrank + k) % l] + at, s->tmp, pn * es);
+        for (int k = 1; k <= l; k++)
+            if (!own_only || (me + k) % l == me) copy_out(out[(me + k) % l] + at, s->tmp, pn * es);
     }
+}
+
+/* This rank's block [at, at + sl) of chunk @p k of a hierarchical call:
+ * reduced into its own output, handed to @p between (across the nodes),
+ * then written into the other ranks' outputs. */
+static fr_status_t between_block(struct fr_comm *comm, const fr_call_t *call, char **in, char **out, size_t at,
+                                 size_t sl, unsigned k, fr_slice_fn between, fr_copy_fn copy_out)
+{
+    fr_shm_t *s = comm->shm;
+    const size_t es = fr_dtype_size(call->dtype);
+    char *mine = out[s->lrank] + at * es;
+    reduce_slice(s, call, in, out, at, sl, 1, 1, fr_copy);
+    if (sl) FR_CHECK(between(comm, call, mine, sl, k));
+    for (int j = 0; j < s->lsize; j++)
+        if (j != s->lrank) copy_out(out[j] + at * es, mine, sl * es);
+    return FR_SUCCESS;
 }
 
 /* Map every peer's buffers of round @p Z into in[] and out[] (this rank's
@@ -138,6 +156,20 @@ static int map_peers(fr_shm_t *s, const fr_call_t *call, uint64_t Z, char **in, 
     return ok;
 }
 
+/* Whether local rank @p r posted ZFAIL for round @p Z. */
+static int failed_at(fr_shm_t *s, int r, uint64_t Z)
+{
+    return __atomic_load_n(fr_shm_flag(s, r, FR_SHM_F_ZFAIL), __ATOMIC_ACQUIRE) == Z;
+}
+
+/* Whether any local rank posted ZFAIL for round @p Z. */
+static int any_failed(fr_shm_t *s, uint64_t Z)
+{
+    int f = 0;
+    for (int r = 0; r < s->lsize; r++) f |= failed_at(s, r, Z);
+    return f;
+}
+
 /* The copy path over the slices of the ranks that posted ZFAIL for round
  * @p Z (the same on every rank): their block of every chunk of @p cel
  * elements; the other blocks are complete. */
@@ -146,7 +178,7 @@ static fr_status_t recover_slices(struct fr_comm *comm, const fr_call_t *call, s
     fr_shm_t *s = comm->shm;
     const size_t es = fr_dtype_size(call->dtype);
     for (int f = 0; f < s->lsize; f++) {
-        if (__atomic_load_n(fr_shm_flag(s, f, FR_SHM_F_ZFAIL), __ATOMIC_ACQUIRE) != Z) continue;
+        if (!failed_at(s, f, Z)) continue;
         FR_INFO(FR_SUB_SHM, "zero-copy: local rank %d could not map a peer's buffer; its slices go the copy way",
                 f);
         for (size_t c0 = 0; c0 < call->count; c0 += cel) {
@@ -164,7 +196,8 @@ static fr_status_t recover_slices(struct fr_comm *comm, const fr_call_t *call, s
     return FR_SUCCESS;
 }
 
-fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, size_t cel, int own_first, int *done)
+fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, size_t cel, int own_first,
+                                fr_slice_fn between, int *done)
 {
     fr_shm_t *s = comm->shm;
     const int l = s->lsize, me = s->lrank;
@@ -184,33 +217,37 @@ fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, size_t ce
     }
     char **in = s->zptr, **out = s->zptr + l;
     int mapped = map_peers(s, call, Z, in, out);
+    if (!mapped) fr_shm_post(s, FR_SHM_F_ZFAIL, Z);
     fr_shm_post(s, FR_SHM_F_ZSEEN, Z);
+    if (between) {
+        /* A hierarchical call cannot leave a rank's blocks out: its peers on
+         * the other nodes wait for them. So the node's ranks first see that
+         * all have mapped, and take the copy path together if one has not
+         * (its slices cross the nodes as these would: nodes may differ). */
+        FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_ZSEEN, Z));
+        if (any_failed(s, Z)) return FR_SUCCESS;
+    }
     /* Results are streamed once every rank's input and output (twice the
      * message a rank) outgrow its share of the last-level cache: plain
      * stores then only push out lines that the next call reads again. */
     fr_copy_fn copy_out = fr_copy_for(2 * call->bytes, fr_stream_min(comm->llc_share));
     /* this rank's block of every chunk, as the copy path would cut them */
-    for (size_t c0 = 0; mapped && c0 < call->count; c0 += cel) {
+    unsigned k = 0;
+    for (size_t c0 = 0; mapped && c0 < call->count; c0 += cel, k++) {
         size_t so, sl, n = call->count - c0 < cel ? call->count - c0 : cel;
         fr_block(n, l, me, &so, &sl);
-        reduce_slice(s, call, in, out, c0 + so, sl, own_first, copy_out);
+        if (between) FR_CHECK(between_block(comm, call, in, out, c0 + so, sl, k, between, copy_out));
+        else reduce_slice(s, call, in, out, c0 + so, sl, own_first, 0, copy_out);
     }
-    if (!mapped) fr_shm_post(s, FR_SHM_F_ZFAIL, Z);
     fr_shm_post(s, FR_SHM_F_ZDONE, Z);
     FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_ZDONE, Z));
-    int failed = 0;
-    for (int r = 0; r < l; r++) failed |= __atomic_load_n(fr_shm_flag(s, r, FR_SHM_F_ZFAIL), __ATOMIC_ACQUIRE) == Z;
+    int failed = any_failed(s, Z);
     if (failed) FR_CHECK(recover_slices(comm, call, cel, Z));
     call->zcopy = !failed;
     *done = 1;
     return FR_SUCCESS;
 }
 
-/* Whether local rank @p r posted ZFAIL for round @p Z. */
-static int failed_at(fr_shm_t *s, int r, uint64_t Z)
-{
-    return __atomic_load_n(fr_shm_flag(s, r, FR_SHM_F_ZFAIL), __ATOMIC_ACQUIRE) == Z;
-}
 
 fr_status_t fr_shm_zc_bcast(struct fr_comm *comm, fr_call_t *call, int *done)
 {

@@ -7,6 +7,7 @@
 #ifndef FR_SHM_ZCOPY_H
 #define FR_SHM_ZCOPY_H
 #include "alg.h"
+#include "shm_steps.h"
 
 /* Whether calls of this size look for zero-copy buffers at all (the same
  * on every rank: it reads the call's size and the node's segment only). */
@@ -20,8 +21,13 @@ int fr_shm_zc_bcast_size(const struct fr_comm *comm, const fr_call_t *call);
  * block (fr_block) of every chunk of @p cel elements, combining the inputs
  * in the copy path's order (@p own_first: this rank's first, as the
  * chunked path does; else in rank order, as the one-shot path does, which
- * passes cel = count). */
-fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, size_t cel, int own_first, int *done);
+ * passes cel = count). With @p between (hier: across the nodes) each rank
+ * reduces its block into its own output, calls between on it, and writes
+ * it to the others' outputs; the node's ranks then agree that all could map
+ * before any block moves (a rank's blocks cannot be left out, since its
+ * peers on other nodes wait for them). */
+fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, size_t cel, int own_first,
+                                fr_slice_fn between, int *done);
 fr_status_t fr_shm_zc_bcast(struct fr_comm *comm, fr_call_t *call, int *done);
 
 #endif

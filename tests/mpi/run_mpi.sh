@@ -201,6 +201,11 @@ for np in 1 2 3 4 5 6; do
     if is_full "$np"; then run_one "$np" "" test_zcopy; else run_one "$np" "" test_zcopy --quick; fi
 done
 run_one 3 "FASTREDUCE_PROGRESS=caller" test_zcopy --quick
+# hier's node stages zero-copy, over faked nodes (5: unequal, hier declines)
+for np in 4 5 6; do
+    run_one "$np" "FASTREDUCE_NODE_SIZE=2 FASTREDUCE_UCX_TLS=tcp,self" test_zcopy --quick
+done
+run_one 6 "FASTREDUCE_NODE_SIZE=3 FASTREDUCE_UCX_TLS=tcp,self" test_zcopy --quick
 # Streaming stores into the shared segment, forced (FASTREDUCE_SHM_STREAM=1,
 # what auto picks while plain stores run slow): shm at every count, and the
 # node stages of hier.

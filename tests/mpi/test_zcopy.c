@@ -26,6 +26,10 @@
  *     peers' buffers (its open-file limit lowered, so /proc/PID/fd cannot
  *     be opened): the call still gives the right result, by the copy path.
  *
+ * With FASTREDUCE_NODE_SIZE=N (faked nodes of N ranks) it tests hier
+ * instead: its node stages go zero-copy on a node whose ranks' buffers are
+ * all shared, whatever the other nodes do; results and bits as above.
+ *
  * Usage: test_zcopy [--quick]
  */
 #include <pthread.h>
@@ -459,6 +463,103 @@ static void test_setting_off(void)
     fr_comm_destroy(c);
 }
 
+static void limit_files(int limit);
+
+/* An int64 sum of @p n elements on new shared buffers of every rank, in
+ * place or not, while the last rank cannot open files (so cannot map its
+ * peers' buffers): whether the result is right (a failure recorded if not);
+ * *zc: whether the call went zero-copy. */
+static int unmappable_allreduce(fr_comm_t c, size_t n, int inplace, int *zc)
+{
+    buf_t s, r;
+    buf_get(&s, n * 8, 1);
+    buf_get(&r, n * 8, 1);
+    int64_t *sv = (int64_t *)s.p, *rv = (int64_t *)r.p;
+    for (size_t i = 0; i < n; i++) (inplace ? rv : sv)[i] = (int64_t)(i * 7 % 1001) * (me + 1) - me;
+    MPI_Barrier(MPI_COMM_WORLD);
+    limit_files(1);
+    fr_status_t st = fr_allreduce(inplace ? FR_IN_PLACE : sv, rv, n, FR_INT64, FR_SUM, c);
+    *zc = fr_last_zero_copy();
+    limit_files(0);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += rv[i] != (int64_t)(i * 7 % 1001) * (np * (np + 1) / 2) - np * (np - 1) / 2;
+    TU_CHECK(st == FR_SUCCESS && !bad, "%s (%s), %zu elements wrong", tu_status(st), fr_last_error(), bad);
+    check_guards("recvbuf", r.p, r.nb);
+    buf_put(&s);
+    buf_put(&r);
+    return st == FR_SUCCESS && !bad;
+}
+
+/* Several nodes (faked with FASTREDUCE_NODE_SIZE): hier's node stages go
+ * zero-copy on a node whose ranks' buffers are all shared, whatever the
+ * other nodes do; results against the reference, and the bits of the
+ * copy path on rounding floats. */
+static int node_of(int r, int node_size) { return node_size > 0 ? r / node_size : 0; }
+static int node_size_g;
+static int node_shared(int r, int a)   /* a: the node whose last rank's buffers are private (-1: none) */
+{
+    int n = node_of(r, node_size_g);
+    return n == a && (r + 1 == np || node_of(r + 1, node_size_g) != n) ? 0 : 3;
+}
+
+static void test_hier(int node_size)
+{
+    node_size_g = node_size;
+    char spec[] = "allreduce=hier";
+    fr_config_t cfg = FR_CONFIG_INIT;
+    cfg.algo = spec;
+    fr_comm_t c;
+    tu_begin("fr_comm_create forcing hier over nodes of %d ranks", node_size);
+    if (!TU_CHECK(fr_comm_create(MPI_COMM_WORLD, &cfg, &c) == FR_SUCCESS, "%s", fr_last_error())) return;
+    const size_t counts[] = { 70001, quick ? 600007 : 2500007 };
+    for (int a = -1; a < 2; a++) {
+        pattern_t pt = {"node-shared", node_shared, a};
+        for (size_t k = 0; k < 2; k++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                /* zero-copy on this rank's node when all its ranks are shared (and
+                 * hier serves: it declines nodes of unequal sizes) */
+                int mine = node_of(me, node_size) != a &&
+                           !strcmp(fr_allreduce_algorithm(c, counts[k], FR_FLOAT32, FR_SUM), "hier");
+                allreduce_case(c, "hier", FR_FLOAT32, FR_SUM, counts[k], inplace, &pt,
+                               zc_on && mine && counts[k] * 4 >= 65536 ? 1 : zc_on && mine ? -1 : 0);
+                allreduce_case(c, "hier", FR_INT8, FR_MAX, counts[k], inplace, &pt, zc_on && mine ? -1 : 0);
+            }
+    }
+    /* the last rank cannot map its peers' new buffers: its node takes the
+     * copy path, the others zero-copy, and the results hold */
+    for (int inplace = 0; inplace < 2; inplace++) {
+        tu_begin("hier where rank %d cannot map its peers' buffers, inplace=%d", np - 1, inplace);
+        int zc;
+        unmappable_allreduce(c, counts[0], inplace, &zc);
+        int last_node = node_of(me, node_size) == node_of(np - 1, node_size);
+        TU_CHECK(!(last_node && zc), "zero-copy on the node of a rank that could not map");
+    }
+    for (size_t k = 0; k < 2; k++) {
+        const size_t n = counts[k];
+        tu_begin("hier: float32 sum of %zu rounding elements, zero-copy gives the copy path's bits", n);
+        buf_t s, r, p;
+        buf_get(&s, n * 4, 1);
+        buf_get(&r, n * 4, 1);
+        buf_get(&p, n * 4, 0);
+        for (size_t i = 0; i < n; i++) {
+            float f = (float)((double)tu_hash3(i, (uint64_t)me, 9) / 1e17 + 1.0 / (double)(me + 3));
+            memcpy(s.p + 4 * i, &f, 4);
+        }
+        fr_status_t e1 = fr_allreduce(s.p, r.p, n, FR_FLOAT32, FR_SUM, c);
+        int zc = fr_last_zero_copy();
+        fr_status_t e2 = fr_allreduce(s.p, p.p, n, FR_FLOAT32, FR_SUM, c);
+        TU_CHECK(e1 == FR_SUCCESS && e2 == FR_SUCCESS, "%s, %s", tu_status(e1), tu_status(e2));
+        int hier = !strcmp(fr_allreduce_algorithm(c, n, FR_FLOAT32, FR_SUM), "hier");
+        TU_CHECK(!zc_on || !hier || zc, "the shared buffers' call did not go zero-copy");
+        size_t nbad, i = tu_first_diff(r.p, p.p, n, 4, &nbad);
+        TU_CHECK(i == n, "%zu of %zu elements differ from the copy path's, the first at %zu", nbad, n, i);
+        buf_put(&s);
+        buf_put(&r);
+        buf_put(&p);
+    }
+    fr_comm_destroy(c);
+}
+
 /* Lower the last rank's open-file limit to the descriptors it has, so that
  * it cannot open its peers' memfds (limit: 1), or restore it (0). */
 static void limit_files(int limit)
@@ -486,24 +587,9 @@ static void test_map_failure(void)
     const size_t count = 200003;
     for (int inplace = 0; inplace < 2; inplace++) {
         tu_begin("allreduce where rank %d cannot map its peers' buffers, inplace=%d", np - 1, inplace);
-        buf_t s, r;
-        buf_get(&s, count * 8, 1);
-        buf_get(&r, count * 8, 1);
-        int64_t *sv = (int64_t *)s.p, *rv = (int64_t *)r.p;
-        for (size_t i = 0; i < count; i++) (inplace ? rv : sv)[i] = (int64_t)(i * 7 % 1001) * (me + 1) - me;
-        MPI_Barrier(MPI_COMM_WORLD);
-        limit_files(1);
-        fr_status_t st = fr_allreduce(inplace ? FR_IN_PLACE : sv, rv, count, FR_INT64, FR_SUM, comm);
-        int zc = fr_last_zero_copy();
-        limit_files(0);
-        size_t bad = 0;
-        for (size_t i = 0; i < count; i++)
-            bad += rv[i] != (int64_t)(i * 7 % 1001) * (np * (np + 1) / 2) - np * (np - 1) / 2;
-        TU_CHECK(st == FR_SUCCESS && !bad, "%s (%s), %zu elements wrong", tu_status(st), fr_last_error(), bad);
+        int zc;
+        unmappable_allreduce(comm, count, inplace, &zc);
         TU_CHECK(np == 1 || !zc, "fr_last_zero_copy() is 1 although a rank could not map");
-        check_guards("recvbuf", r.p, r.nb);
-        buf_put(&s);
-        buf_put(&r);
     }
     for (int root = 0; root < np - 1; root++) {
         tu_begin("bcast from %d where rank %d cannot map the root's buffer", root, np - 1);
@@ -544,6 +630,19 @@ int main(int argc, char **argv)
         int rc = tu_finish();
         MPI_Finalize();
         return rc ? rc : 1;
+    }
+    /* With several nodes (faked), hier's node stages alone. */
+    const char *ns = getenv("FASTREDUCE_NODE_SIZE");
+    int node_size = ns ? atoi(ns) : 0;
+    if (node_size > 0 && node_size < np) {
+        zc_on = getenv("FR_TEST_NO_ZCOPY") == NULL;
+        if (me == 0) printf("test_zcopy np=%d: nodes of %d ranks, hier\n", np, node_size);
+        test_allocator();
+        test_hier(node_size);
+        fr_comm_destroy(comm);
+        int rc = tu_finish();
+        MPI_Finalize();
+        return rc;
     }
     /* Zero-copy needs a node of two ranks or more, which open each other's
      * memfds: a first large call on shared buffers says whether they do. */
