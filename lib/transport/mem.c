@@ -27,6 +27,12 @@ static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
 static own_t *own;
 static size_t n_own, cap_own;
 static uint64_t n_frees;
+static void (*free_hook)(void *base, size_t size);
+
+void fr_mem_on_free(void (*fn)(void *base, size_t size))
+{
+    __atomic_store_n(&free_hook, fn, __ATOMIC_RELEASE);
+}
 
 /* The index of the allocation holding @p p, or -1 (own_lock held). */
 static long own_index(const char *p)
@@ -116,6 +122,8 @@ fr_status_t fr_mem_free(void *ptr)
      * still finds the file open) */
     __atomic_add_fetch(&n_frees, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&own_lock);
+    void (*hook)(void *, size_t) = __atomic_load_n(&free_hook, __ATOMIC_ACQUIRE);
+    if (hook) hook(a.base, a.size);
     munmap(a.base, a.size);
     close(a.fd);
     return FR_SUCCESS;

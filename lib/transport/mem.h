@@ -37,4 +37,9 @@ char *fr_mem_peer(long pid, uint64_t frees, const fr_mem_ref_t *ref);
  * ended (fr_comm_destroy calls it). */
 void fr_mem_peer_sweep(void);
 
+/* Have @p fn(base, size) called for each allocation fr_mem_free frees,
+ * before it is unmapped (UCX's registrations go there: ucx.c). One hook;
+ * NULL removes it. */
+void fr_mem_on_free(void (*fn)(void *base, size_t size));
+
 #endif

@@ -9,6 +9,7 @@
 #include <ucp/api/ucp.h>
 #include "p2p.h"
 #include "shm.h"
+#include "mem.h"
 #include "log.h"
 #include "settings.h"
 #include "wait.h"
@@ -36,6 +37,92 @@ static ucp_context_h ctx;
 static int ctx_refs;
 
 #define TAG_FULL_MASK UINT64_MAX
+
+/* Allocations of fr_mem_alloc registered with the context (ucp_mem_map) the
+ * first time a transfer of at least REG_MIN bytes uses them, and kept until
+ * they are freed (fr_mem_on_free) or the context goes: the hierarchical
+ * algorithms send from and receive into them with no registration of
+ * their own (NICs that need registered memory read it where it lies).
+ * Under ctx_lock. */
+#define REG_MIN ((size_t)8192)
+typedef struct {
+    char     *base;
+    size_t    size;
+    ucp_mem_h memh;
+} reg_t;
+static reg_t *regs;
+static size_t nregs, capregs;
+
+/* fr_mem_free's hook: the allocation's registration goes first. */
+static void reg_drop(void *base, size_t size)
+{
+    (void)size;
+    pthread_mutex_lock(&ctx_lock);
+    for (size_t i = 0; i < nregs; i++) {
+        if (regs[i].base != base) continue;
+        ucp_mem_unmap(ctx, regs[i].memh);
+        regs[i] = regs[--nregs];
+        break;
+    }
+    pthread_mutex_unlock(&ctx_lock);
+}
+
+/* Every registration (ctx_lock held; before the context goes). */
+static void reg_drop_all(void)
+{
+    for (size_t i = 0; i < nregs; i++) ucp_mem_unmap(ctx, regs[i].memh);
+    free(regs);
+    regs = NULL;
+    nregs = capregs = 0;
+}
+
+/* The registration of the allocation that holds [buf, buf + len), made now
+ * if needed; NULL for private memory, short transfers, or where UCX refuses
+ * (the transfer then registers as it would anyway). */
+static ucp_mem_h reg_for(const void *buf, size_t len)
+{
+    fr_mem_ref_t ref;
+    if (len < REG_MIN || !fr_mem_find(buf, len, &ref)) return NULL;
+    char *base = (char *)buf - ref.off;
+    ucp_mem_h memh = NULL;
+    pthread_mutex_lock(&ctx_lock);
+    for (size_t i = 0; i < nregs && !memh; i++)
+        if (regs[i].base == base && regs[i].size == ref.size) memh = regs[i].memh;
+    if (!memh && ctx && nregs == capregs) {
+        size_t cap = capregs ? 2 * capregs : 16;
+        reg_t *r = realloc(regs, cap * sizeof *r);
+        if (r) regs = r, capregs = cap;
+    }
+    if (!memh && ctx && nregs < capregs) {
+        ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                                   .address = base, .length = ref.size};
+        ucs_status_t us = ucp_mem_map(ctx, &mp, &memh);
+        if (us == UCS_OK) {
+            regs[nregs++] = (reg_t){.base = base, .size = ref.size, .memh = memh};
+            FR_INFO(FR_SUB_UCX, "UCX: registered %llu bytes of shared memory (fr_mem_alloc) for transfers",
+                    (unsigned long long)ref.size);
+        } else {
+            FR_INFO(FR_SUB_UCX, "UCX: ucp_mem_map of %llu bytes failed (%s); transfers register as usual",
+                    (unsigned long long)ref.size, ucs_status_string(us));
+            memh = NULL;
+        }
+    }
+    pthread_mutex_unlock(&ctx_lock);
+    return memh;
+}
+
+/* A transfer's parameters: its buffer's registration where it has one. */
+static ucp_request_param_t xfer_param(const void *buf, size_t len)
+{
+    ucp_request_param_t p;
+    p.op_attr_mask = 0;
+    ucp_mem_h memh = reg_for(buf, len);
+    if (memh) {
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
+        p.memh = memh;
+    }
+    return p;
+}
 
 static inline uint64_t make_tag(int sender, uint64_t seq, unsigned step)
 {
@@ -65,6 +152,7 @@ static fr_status_t ctx_get(void)
         }
         if (us != UCS_OK)
             st = FR_ERROR(FR_ERR_UCX, "ucp_init failed: %s", ucs_status_string(us));
+        else fr_mem_on_free(reg_drop);
     }
     if (st == FR_SUCCESS) ctx_refs++;
     pthread_mutex_unlock(&ctx_lock);
@@ -75,6 +163,8 @@ static void ctx_put(void)
 {
     pthread_mutex_lock(&ctx_lock);
     if (ctx_refs > 0 && --ctx_refs == 0) {
+        fr_mem_on_free(NULL);
+        reg_drop_all();
         ucp_cleanup(ctx);
         ctx = NULL;
     }
@@ -323,8 +413,7 @@ fr_status_t fr_p2p_isend(struct fr_comm *comm, int peer, unsigned step, const vo
                          fr_req_t *req)
 {
     if (!comm->ucx) return gone(comm);
-    ucp_request_param_t p;
-    p.op_attr_mask = 0;
+    ucp_request_param_t p = xfer_param(buf, len);
     void *r = ucp_tag_send_nbx(comm->ucx->eps[peer], buf, len, make_tag(comm->rank, comm->seq, step), &p);
     return start(r, 0, peer, step, req);
 }
@@ -333,8 +422,7 @@ fr_status_t fr_p2p_irecv(struct fr_comm *comm, int peer, unsigned step, void *bu
                          fr_req_t *req)
 {
     if (!comm->ucx) return gone(comm);
-    ucp_request_param_t p;
-    p.op_attr_mask = 0;
+    ucp_request_param_t p = xfer_param(buf, len);
     void *r = ucp_tag_recv_nbx(comm->ucx->worker, buf, len, make_tag(peer, comm->seq, step), TAG_FULL_MASK, &p);
     return start(r, 1, peer, step, req);
 }

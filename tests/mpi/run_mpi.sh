@@ -206,6 +206,13 @@ for np in 4 5 6; do
     run_one "$np" "FASTREDUCE_NODE_SIZE=2 FASTREDUCE_UCX_TLS=tcp,self" test_zcopy --quick
 done
 run_one 6 "FASTREDUCE_NODE_SIZE=3 FASTREDUCE_UCX_TLS=tcp,self" test_zcopy --quick
+# the slices cross the nodes from and into shared memory that UCX has
+# registered (ucp_mem_map), on every rank
+run_one 4 "FASTREDUCE_NODE_SIZE=2 FASTREDUCE_UCX_TLS=tcp,self FASTREDUCE_DEBUG=INFO FASTREDUCE_DEBUG_SUBSYS=UCX" \
+    test_zcopy --quick
+nreg=$(grep -E "fastreduce INFO UCX: registered [0-9]+ bytes of shared memory \(fr_mem_alloc\) for transfers$" \
+       "$last_log" | ranks_in)
+pass_fail "$([ "$nreg" = 4 ] && echo 1 || echo 0)" "hier on shared buffers: $nreg of 4 ranks registered them with UCX (log: $last_log)"
 # Streaming stores into the shared segment, forced (FASTREDUCE_SHM_STREAM=1,
 # what auto picks while plain stores run slow): shm at every count, and the
 # node stages of hier.
