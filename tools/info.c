@@ -108,6 +108,42 @@ static void print_algorithms(int markdown)
     }
 }
 
+/* Where calls go zero-copy on this job, and whether a 1 MiB allreduce of
+ * shared buffers just did (@p probe: its answer on every rank, -1 when it
+ * could not run). */
+static void print_zero_copy(fr_comm_t comm, int probe)
+{
+    size_t ar = fr_comm_zero_copy_min(comm, FR_COLL_ALLREDUCE), bc = fr_comm_zero_copy_min(comm, FR_COLL_BCAST);
+    if (!ar && !bc) {
+        printf("zero-copy: not on this job (no node has two ranks that open each other's memfds: one rank per "
+               "node, or ranks in separate PID namespaces)\n");
+        return;
+    }
+    printf("zero-copy: on buffers of fr_mem_alloc (MPI_Alloc_mem under the interposer), allreduce from %zu bytes "
+           "(every rank's buffers), bcast from %zu bytes (the root's); FASTREDUCE_ZERO_COPY=0 turns it off for a "
+           "rank\n", ar, bc);
+    if (probe >= 0)
+        printf("zero-copy probe: a 1 MiB allreduce of shared buffers on every rank %s\n",
+               probe ? "went zero-copy" : "took the copy path (the algorithm the table gives it is not shm or "
+               "hier, or a rank has FASTREDUCE_ZERO_COPY=0)");
+}
+
+/* A 1 MiB allreduce of shared buffers (collective): 1 when it went
+ * zero-copy on every rank, 0 when not, -1 when it could not run. */
+static int zero_copy_probe(fr_comm_t comm)
+{
+    void *buf = NULL;
+    int mine = fr_mem_alloc(1 << 20, &buf) == FR_SUCCESS ? 1 : -1, all;
+    MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (mine > 0) {
+        mine = fr_allreduce(FR_IN_PLACE, buf, (1 << 20) / 4, FR_FLOAT32, FR_SUM, comm) == FR_SUCCESS
+               ? fr_last_zero_copy() : -1;
+    }
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    fr_mem_free(buf);
+    return all;
+}
+
 int main(int argc, char **argv)
 {
     int table = 1, algorithms = 0, settings = 0, markdown = 0;
@@ -132,6 +168,9 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     fr_comm_t comm = NULL;
     fr_status_t st = fr_comm_create(MPI_COMM_WORLD, NULL, &comm);
+    int all_ok, zc_probe = -1;
+    MPI_Allreduce(&(int){st == FR_SUCCESS}, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all_ok && table && !settings) zc_probe = zero_copy_probe(comm);
     if (rank == 0 && settings) {
         print_settings(st == FR_SUCCESS ? comm : NULL);
     } else if (rank == 0) {
@@ -156,6 +195,7 @@ int main(int argc, char **argv)
         } else if (table) {
             fr_comm_facts_t f = fr_comm_facts(comm);
             printf("\njob shape: %d rank(s), %d node(s), up to %d rank(s) per node\n", f.size, f.nnodes, f.ppn);
+            print_zero_copy(comm, zc_probe);
             printf("resolved selection table (first match wins; the source of each rule is in its comment):\n");
             fr_table_print(fr_comm_table(comm), stdout);
         }

@@ -9,9 +9,11 @@
 #include "tuner.h"
 #include "bench_device.h"
 
-static float *aligned_buffer(size_t bytes)
+/* A page-aligned host buffer: fr_mem_alloc's with @p shared. */
+static float *aligned_buffer(size_t bytes, int shared)
 {
     void *p = NULL;
+    if (shared) return fr_mem_alloc(bytes ? bytes : 1, &p) == FR_SUCCESS ? p : NULL;
     return posix_memalign(&p, 4096, bytes ? bytes : 1) ? NULL : p;
 }
 
@@ -28,8 +30,8 @@ int tn_alloc_buffers(tuner_t *T, size_t bytes, unsigned mems)
         for (int r = 0; r < T->size; r++) e += (double)((int)((i + 3 * r) % 13) - 6);
         T->expect[i] = e;
     }
-    T->sbuf = aligned_buffer(bytes);
-    T->rbuf = aligned_buffer(bytes);
+    T->sbuf = aligned_buffer(bytes, T->o.shared);
+    T->rbuf = aligned_buffer(bytes, T->o.shared);
     if (mems & FR_MEM_CUDA) {
         T->dsbuf = bd_alloc(bytes);
         T->drbuf = bd_alloc(bytes);
@@ -40,8 +42,13 @@ int tn_alloc_buffers(tuner_t *T, size_t bytes, unsigned mems)
 /* The buffers freed (those never allocated are NULL). */
 void tn_free_buffers(tuner_t *T)
 {
-    free(T->sbuf);
-    free(T->rbuf);
+    if (T->o.shared) {
+        fr_mem_free(T->sbuf);
+        fr_mem_free(T->rbuf);
+    } else {
+        free(T->sbuf);
+        free(T->rbuf);
+    }
     bd_free(T->dsbuf);
     bd_free(T->drbuf);
 }

@@ -28,6 +28,9 @@ static void usage(FILE *f)
             "      --check TABLE   re-measure a sample of sizes; report ranges where TABLE's choice is\n"
             "                      no longer the fastest (exit status 3 when one is stale); the rules\n"
             "                      of the memory types of --memory (default host)\n"
+            "      --buffers private|shared  host buffers of posix_memalign (default) or of\n"
+            "                      fr_mem_alloc, shared by the node's ranks: shm then measures its\n"
+            "                      zero-copy path, as a trainer with such buffers runs it\n"
             "  -q, --quiet         one progress line per size instead of per measurement\n"
             "  -h, --help          this text\n"
             "Data: float32 sum out of place (allreduce), root 0 (bcast). A point's figure\n"
@@ -86,7 +89,8 @@ int tn_parse_opts(int argc, char **argv, opts_t *o, int rank)
     static const struct option lo[] = {
         { "output", 1, 0, 'o' }, { "csv", 1, 0, 'C' }, { "budget", 1, 0, 'b' }, { "max", 1, 0, 'm' },
         { "min", 1, 0, 'M' }, { "reps", 1, 0, 'r' }, { "coll", 1, 0, 'c' }, { "algos", 1, 0, 'a' },
-        { "check", 1, 0, 'K' }, { "quiet", 0, 0, 'q' }, { "memory", 1, 0, 'd' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
+        { "check", 1, 0, 'K' }, { "quiet", 0, 0, 'q' }, { "memory", 1, 0, 'd' }, { "help", 0, 0, 'h' },
+        { "buffers", 1, 0, 'B' }, { 0, 0, 0, 0 }
     };
     char bad[256] = "";
     int budget_set = 0;
@@ -101,6 +105,10 @@ int tn_parse_opts(int argc, char **argv, opts_t *o, int rank)
         case 'K': o->check = optarg; break;
         case 'a': o->algos = optarg; break;
         case 'q': o->quiet = 1; break;
+        case 'B':
+            if (!strcmp(optarg, "shared") || !strcmp(optarg, "private")) o->shared = !strcmp(optarg, "shared");
+            else snprintf(bad, sizeof bad, "--buffers: '%s' is neither private nor shared", optarg);
+            break;
         case 'b': case 'm': case 'M': case 'r':
             parse_number(ch, optarg, o, bad, sizeof bad);
             budget_set |= ch == 'b';

@@ -48,9 +48,10 @@ static void meta_of(const tuner_t *T, int argc, char **argv, fr_table_meta_t *m)
     gmtime_r(&t, &tm);
     strftime(m->date, sizeof m->date, "%Y-%m-%dT%H:%M:%SZ", &tm);
     snprintf(m->measured, sizeof m->measured, "float32 sum out of place (allreduce), root 0 (bcast), %s memory, "
-             "page-aligned buffers; "
-             "median of %d repetitions of the slowest rank's time per call",
-             T->ng == 2 ? "host and cuda" : T->gmem[0] == FR_MEM_CUDA ? "cuda" : "host", T->o.reps);
+             "page-aligned %s; median of %d repetitions of the slowest rank's time per call",
+             T->ng == 2 ? "host and cuda" : T->gmem[0] == FR_MEM_CUDA ? "cuda" : "host",
+             T->o.shared ? "host buffers of fr_mem_alloc (shared: zero-copy where an algorithm has it)" : "buffers",
+             T->o.reps);
     size_t o = (size_t)snprintf(m->command, sizeof m->command, "mpirun -np %d", c->size);
     for (int i = 0; i < argc && o < sizeof m->command; i++) {
         const char *a = argv[i];

@@ -27,6 +27,7 @@ typedef struct opts {
     const char *algos;      /* comma-separated names, or NULL for all */
     int         quiet;
     unsigned    mems;       /* FR_MEM_* to tune, 0: host, and cuda where every rank has a GPU */
+    int         shared;     /* --buffers shared: host buffers of fr_mem_alloc (zero-copy where it applies) */
 } opts_t;
 
 typedef struct tuner {

@@ -1,5 +1,6 @@
 /* The tools' accessors (see internal.h). */
 #include "internal.h"
+#include "shm_zcopy.h"
 
 fr_comm_facts_t fr_comm_facts(const struct fr_comm *comm)
 {
@@ -12,3 +13,14 @@ fr_comm_facts_t fr_comm_facts(const struct fr_comm *comm)
 const fr_table_t *fr_comm_table(const struct fr_comm *comm) { return &comm->table; }
 
 const fr_settings_t *fr_comm_settings(const struct fr_comm *comm) { return &comm->set; }
+
+size_t fr_comm_zero_copy_min(const struct fr_comm *comm, fr_coll_t coll)
+{
+    /* (the sizes at which the shm algorithms look for shared buffers) */
+    for (size_t b = 1; b && b <= ((size_t)1 << 40); b *= 2) {
+        fr_call_t call = {.coll = coll, .bytes = b, .count = b, .dtype = FR_UINT8, .mem = FR_MEM_HOST};
+        if (coll == FR_COLL_ALLREDUCE ? fr_shm_zc_allreduce_size(comm, &call) : fr_shm_zc_bcast_size(comm, &call))
+            return b;
+    }
+    return 0;
+}

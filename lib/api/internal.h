@@ -31,5 +31,10 @@ fr_comm_facts_t fr_comm_facts(const struct fr_comm *comm);
 const fr_table_t *fr_comm_table(const struct fr_comm *comm);
 /* The settings @p comm was created with (owned by it). */
 const fr_settings_t *fr_comm_settings(const struct fr_comm *comm);
+/* The least message size of @p coll that goes zero-copy on @p comm where
+ * the buffers are fr_mem_alloc's (every rank's for allreduce, the root's
+ * for bcast); 0 when none can (no node of two ranks whose ranks open each
+ * other's memfds). */
+size_t fr_comm_zero_copy_min(const struct fr_comm *comm, fr_coll_t coll);
 
 #endif

@@ -650,6 +650,25 @@ ok=0
     grep -q '^# ppn: 2$' "$tdir/t.tune" && grep -q '^# command: .*fastreduce-tune --budget 12' "$tdir/t.tune" &&
     [ "$rules" -ge 2 ] && ok=1
 pass_fail $ok "fastreduce-tune np=2 --budget 12 --max 4K: exit $rc, ${own:-no} s by its clock (${dt} s launch included), header and $rules rules in $tdir/t.tune"
+# --buffers shared: the tuner measures on fr_mem_alloc's buffers (shm's
+# zero-copy path) and its table says so
+timeout -k 15 "$TIMEOUT" "${tlaunch[@]}" -n 2 "$TUNER" --buffers shared --coll allreduce --budget 8 --min 64K \
+    --max 256K -o "$tdir/shared.tune" </dev/null >"$tdir/shared.log" 2>&1
+rc=$?
+ok=0
+[ "$rc" = 0 ] && grep -qE '^# measured: .*host buffers of fr_mem_alloc \(shared: zero-copy' "$tdir/shared.tune" &&
+    grep -qE '^allreduce +host +1 +2 ' "$tdir/shared.tune" && ok=1
+pass_fail $ok "fastreduce-tune --buffers shared: exit $rc, the table's header names the shared buffers (log: $tdir/shared.log)"
+# fastreduce-info says where calls go zero-copy, and probes it
+INFO=$top_builddir/tools/fastreduce-info
+launcher FASTREDUCE_NODE_SIZE
+timeout -k 15 "$TIMEOUT" "${LAUNCH[@]}" -n 2 "$INFO" </dev/null >"$tdir/info.log" 2>&1
+FASTREDUCE_NODE_SIZE=1 timeout -k 15 "$TIMEOUT" "${LAUNCH[@]}" -n 2 "$INFO" </dev/null >"$tdir/info1.log" 2>&1
+ok=0
+grep -q '^zero-copy: on buffers of fr_mem_alloc .*allreduce from 4096 bytes' "$tdir/info.log" &&
+    grep -q '^zero-copy probe: a 1 MiB allreduce of shared buffers on every rank went zero-copy$' "$tdir/info.log" &&
+    grep -q '^zero-copy: not on this job' "$tdir/info1.log" && ok=1
+pass_fail $ok "fastreduce-info: zero-copy sizes and probe on one node, none with a rank per node (logs: $tdir/info*.log)"
 rows=$(grep -cE '^(allreduce|bcast),host,2,1,2,[a-z_]+,[^,]*,[0-9]+,ok,[0-9.]+,' "$tdir/t.csv" 2>/dev/null)
 chosen=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "chosen") k = i; next } k && $k == 1' "$tdir/t.csv" 2>/dev/null | wc -l)
 # 4..4K: 20 sizes (4 6 8 12 ... 3K 4K) per collective. Every one is in the CSV, measured
