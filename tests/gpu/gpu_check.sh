@@ -19,7 +19,7 @@
 #              GPU_CHECK_FAKE_MAX (largest size with ranks faked as nodes, 64K),
 #              GPU_CHECK_PYTHON (a python with torch for CUDA and mpi4py, for the
 #              torch part; default python3),
-#              GPU_CHECK_PARTS (default plugin,tests,osu,tune,host,torch,one,fake: which
+#              GPU_CHECK_PARTS (default plugin,tests,osu,tune,host,zcopy,torch,one,fake: which
 #              parts run; one and fake choose the shapes of tests, osu and tune:
 #              a rank per GPU, and 2 ranks faked as 2 nodes on a single GPU),
 #              FR_NCCL_LIBDIR (where libnccl.so.2 is, for a bundle; else searched).
@@ -97,7 +97,7 @@ else
 fi
 
 # GPU_CHECK_PARTS: which parts run, and on which shapes (default all of them)
-parts=",${GPU_CHECK_PARTS:-plugin,tests,osu,tune,host,torch,one,fake},"
+parts=",${GPU_CHECK_PARTS:-plugin,tests,osu,tune,host,zcopy,torch,one,fake},"
 part() { [[ $parts == *",$1,"* ]]; }
 ngpu=$(nvidia-smi -L | grep -c '^GPU')
 max=${GPU_CHECK_MAX:-64M}
@@ -199,6 +199,27 @@ if part host; then
         launch 60 "$np" "$(prog benchmarks/fr_osu_allreduce)" -m 4:64M -i 50 -x 5 --vs-mpi >"$out/logs/osu_host_np$np.log" 2>&1
         echo "np=$np exit $?"
         grep -vE '^ *$' "$out/logs/osu_host_np$np.log" | head -40
+    done
+fi
+if part zcopy; then
+    # the host's many cores: zero-copy (fr_mem_alloc buffers) beside the copy
+    # path and the node's MPI on MPI_Alloc_mem buffers, launched in turn, and
+    # the zero-copy tests at the larger rank counts (issue 29's many-core figures)
+    echo "=== zero-copy on this node's cores: --mem fr --vs-mpi and --mem malloc, np 2, 8, 16; test_zcopy np 8, 16"
+    for np in 2 8 16; do
+        for coll in allreduce bcast; do
+            for mem in fr malloc; do
+                lg="$out/logs/zcopy_${coll}_np${np}_$mem.log"
+                launch 90 "$np" "$(prog benchmarks/fr_osu_$coll)" -m 4:16M -i 30 -x 3 --mem $mem \
+                    $([ $mem = fr ] && echo --vs-mpi) >"$lg" 2>&1
+                echo "$coll np=$np --mem $mem exit $?"
+                grep -E '^[0-9]|Largest' "$lg" | awk '{print "  " $0}' | head -30
+            done
+        done
+    done
+    for np in 8 16; do
+        launch 300 "$np" "$(prog tests/mpi/test_zcopy)" --quick >"$out/logs/test_zcopy_np$np.log" 2>&1
+        echo "test_zcopy np=$np exit $?: $(grep -E 'passed' "$out/logs/test_zcopy_np$np.log" | tail -1)"
     done
 fi
 if part torch; then
