@@ -35,7 +35,7 @@ for np in "${nps[@]}"; do
     for coll in allreduce bcast; do
         for r in $(seq "$rounds"); do
             launch "$coll" "$np" fr "$out/$coll.$np.fr.$r" --vs-mpi
-            launch "$coll" "$np" malloc "$out/$coll.$np.copy.$r"
+            launch "$coll" "$np" malloc "$out/$coll.$np.copy.$r" --vs-mpi
         done
         echo
         echo "## $coll np=$np"

@@ -326,7 +326,9 @@ FR_API fr_status_t fr_bcast(void *buf, size_t count, fr_dtype_t dtype, int root,
 /**
  * Allocate @p bytes of host memory that the node's ranks can map, aligned
  * to a page and filled with zeros. Each allocation is one memfd and one
- * open file descriptor of the process until fr_mem_free().
+ * open file descriptor of the process until fr_mem_free(). A buffer of
+ * 2 MiB or more comes from the huge pages the site reserved, where enough
+ * are free (FASTREDUCE_HUGE_PAGES).
  *
  * @param bytes bytes to allocate; 0 gives *ptr = NULL and FR_SUCCESS
  * @param ptr   receives the address

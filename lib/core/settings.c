@@ -78,6 +78,9 @@ const fr_setting_t fr_settings[FR_S_COUNT] = {
      "1: an allreduce whose buffers on every rank of the node (a bcast whose root buffer) come from "
      "fr_mem_alloc reads and writes them directly, without copies through the node's segment; 0: this rank's "
      "buffers never qualify, so its calls take the copy path"},
+    [FR_S_HUGE_PAGES] = {"FASTREDUCE_HUGE_PAGES", "1", FR_SET_INT, F(huge_pages), NULL, 0, FR_WHEN_ALLOC, FR_SUB_SHM,
+     "1: fr_mem_alloc takes a buffer of 2 MiB or more from the huge pages the site reserved (vm.nr_hugepages), "
+     "where enough are free, else ordinary pages; 0: ordinary pages always"},
     [FR_S_DISABLE] = {"FASTREDUCE_DISABLE", "0", FR_SET_INT, F(disable), NULL, 0, FR_WHEN_INTERPOSE, FR_SUB_INIT,
      "1: FR_Allreduce, FR_Bcast, FR_Iallreduce, FR_Ibcast and FR_Alloc_mem (and so the MPI calls of those "
      "names under libfastreduce-mpi.so) pass every call to the MPI library unchanged"},

@@ -22,7 +22,7 @@ typedef enum {
     FR_S_DEBUG, FR_S_DEBUG_SUBSYS, FR_S_DEBUG_FILE,
     FR_S_NODE_SIZE, FR_S_HOSTID, FR_S_SPIN, FR_S_BIND, FR_S_REPORT_BINDINGS, FR_S_TOPO_XML,
     FR_S_TIMEOUT, FR_S_CHECK, FR_S_SHM_SIZE, FR_S_SHM_STREAM, FR_S_PROGRESS, FR_S_FUSION_BYTES, FR_S_FUSION_BUFFER_MAX,
-    FR_S_ZERO_COPY,
+    FR_S_ZERO_COPY, FR_S_HUGE_PAGES,
     FR_S_DISABLE, FR_S_STATS, FR_S_NCCL_TUNER,
     FR_S_COUNT
 } fr_setting_id_t;
@@ -47,6 +47,7 @@ typedef enum {
     FR_WHEN_LOG,        /* once, when the logger starts (first fr_comm_create or NCCL plugin init) */
     FR_WHEN_INTERPOSE,  /* once, at the first FR_Allreduce or FR_Bcast (the interposer's MPI_* calls) */
     FR_WHEN_NCCL,       /* at a communicator's NCCL set-up (its first device-buffer call, or nccl_eager) */
+    FR_WHEN_ALLOC,      /* at each fr_mem_alloc */
 } fr_setting_when_t;
 
 /* Where a value came from. */
@@ -87,7 +88,7 @@ typedef struct fr_settings {
     double   shm_slow;          /* auto:R's R (FR_SHM_SLOW otherwise); follows shm_stream */
     int      progress;          /* fr_progress_mode_t */
     uint64_t fusion_bytes, fusion_buffer_max;
-    long     zero_copy;
+    long     zero_copy, huge_pages;
     long     disable, stats;
     int      nccl_tuner;        /* fr_nccl_tuner_mode_t */
     unsigned char src[FR_S_COUNT];  /* fr_setting_src_t of each */

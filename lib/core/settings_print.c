@@ -11,8 +11,9 @@ const char *fr_setting_src_name(int src)
 
 const char *fr_setting_when_name(int when)
 {
-    static const char *const n[] = {"fr_comm_create", "logger start", "first FR_Allreduce or FR_Bcast", "NCCL set-up"};
-    return when >= 0 && when <= FR_WHEN_NCCL ? n[when] : "?";
+    static const char *const n[] = {"fr_comm_create", "logger start", "first FR_Allreduce or FR_Bcast", "NCCL set-up",
+                                    "each fr_mem_alloc"};
+    return when >= 0 && when <= FR_WHEN_ALLOC ? n[when] : "?";
 }
 
 /* A byte count with the largest K/M/G suffix that divides it. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "mem.h"
 #include "log.h"
+#include "settings.h"
 
 typedef struct {
     char    *base;
@@ -64,45 +65,93 @@ static fr_status_t own_insert(const own_t *a)
     return FR_SUCCESS;
 }
 
+/* Huge pages are taken for buffers of at least this many bytes (the
+ * default huge page size on x86-64; a buffer is rounded up to a whole one). */
+#define HUGE_MIN ((size_t)2 << 20)
+
+/* FASTREDUCE_HUGE_PAGES as it is now. */
+static int huge_wanted(void)
+{
+    fr_settings_t s = {0};
+    fr_settings_load(&s, NULL, -1, fr_settings_when(FR_WHEN_ALLOC));
+    int on = s.huge_pages != 0;
+    fr_settings_free(&s);
+    return on;
+}
+
+/* A memfd of huge pages of at least @p bytes, mapped and populated (so that
+ * a pool without enough free pages fails here, not at a touch): 1 with *a
+ * filled, 0 when there are none to have (no pool, or too few free). */
+static int huge_alloc(size_t bytes, own_t *a)
+{
+    struct stat st;
+    size_t size = (bytes + HUGE_MIN - 1) / HUGE_MIN * HUGE_MIN;
+    int fd = memfd_create("fastreduce-mem", MFD_CLOEXEC | MFD_HUGETLB);
+    if (fd < 0) return 0;
+    void *b = MAP_FAILED;
+    if (ftruncate(fd, (off_t)size) == 0 && fstat(fd, &st) == 0)
+        b = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (b == MAP_FAILED) {
+        close(fd);
+        return 0;
+    }
+    *a = (own_t){.base = b, .size = size, .fd = fd, .ino = (uint64_t)st.st_ino};
+    return 1;
+}
+
+/* A memfd of ordinary pages of @p size bytes, mapped: 0 with *a filled, or
+ * the errno that failed. Its pages come at first touch. */
+static int plain_alloc(size_t size, own_t *a)
+{
+    struct stat st;
+    int err = 0;
+    *a = (own_t){.size = size, .fd = memfd_create("fastreduce-mem", MFD_CLOEXEC)};
+    if (a->fd < 0) return errno;
+    if (ftruncate(a->fd, (off_t)size) != 0 || fstat(a->fd, &st) != 0) err = errno;
+    if (!err) {
+        a->ino = (uint64_t)st.st_ino;
+        a->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+        if (a->base == MAP_FAILED) err = errno;
+    }
+    if (err) {
+        close(a->fd);
+        return err;
+    }
+    /* (transparent huge pages where the site lets shared memory have them) */
+    (void)madvise(a->base, size, MADV_HUGEPAGE);
+    return 0;
+}
+
 fr_status_t fr_mem_alloc(size_t bytes, void **ptr)
 {
     if (!ptr) return FR_ERROR(FR_ERR_NULL_POINTER, "fr_mem_alloc: ptr is NULL");
     *ptr = NULL;
     if (!bytes) return FR_SUCCESS;
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    if (bytes > SIZE_MAX - page)
+    if (bytes > SIZE_MAX - HUGE_MIN)
         return FR_ERROR(FR_ERR_NO_MEMORY, "fr_mem_alloc: %zu bytes is more than the address space", bytes);
-    own_t a = {.size = (bytes + page - 1) / page * page, .fd = -1};
-    struct stat st;
+    own_t a;
     int err = 0;
-    a.fd = memfd_create("fastreduce-mem", MFD_CLOEXEC);
-    if (a.fd < 0) err = errno;
-    else if (ftruncate(a.fd, (off_t)a.size) != 0 || fstat(a.fd, &st) != 0) err = errno;
-    if (!err) {
-        a.ino = (uint64_t)st.st_ino;
-        a.base = mmap(NULL, a.size, PROT_READ | PROT_WRITE, MAP_SHARED, a.fd, 0);
-        if (a.base == MAP_FAILED) { err = errno; a.base = NULL; }
-    }
-    if (!err) {
-        /* (huge pages where the site lets shared memory have them: fewer TLB misses for the peers too) */
-        (void)madvise(a.base, a.size, MADV_HUGEPAGE);
-        pthread_mutex_lock(&own_lock);
-        fr_status_t st2 = own_insert(&a);
-        pthread_mutex_unlock(&own_lock);
-        if (st2 != FR_SUCCESS) {
-            munmap(a.base, a.size);
-            close(a.fd);
-            return st2;
-        }
-        *ptr = a.base;
-        return FR_SUCCESS;
-    }
-    if (a.fd >= 0) close(a.fd);
+    /* Huge pages where the site reserved them: a peer streaming through a
+     * large buffer misses the TLB 512 times less (docs/performance.md,
+     * "Zero-copy"); otherwise ordinary pages. */
+    if (!(bytes >= HUGE_MIN && huge_wanted() && huge_alloc(bytes, &a)))
+        err = plain_alloc((bytes + page - 1) / page * page, &a);
     if (err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOSPC || err == EFBIG)
         return FR_ERROR(FR_ERR_NO_MEMORY, "fr_mem_alloc: cannot allocate %zu bytes of shared memory: %s%s", bytes,
                         strerror(err), err == EMFILE ? " (every allocation holds a file descriptor: raise "
                         "ulimit -n)" : "");
-    return FR_ERROR(FR_ERR_SYSTEM, "fr_mem_alloc: cannot make a memfd of %zu bytes: %s", bytes, strerror(err));
+    if (err) return FR_ERROR(FR_ERR_SYSTEM, "fr_mem_alloc: cannot make a memfd of %zu bytes: %s", bytes, strerror(err));
+    pthread_mutex_lock(&own_lock);
+    fr_status_t st = own_insert(&a);
+    pthread_mutex_unlock(&own_lock);
+    if (st != FR_SUCCESS) {
+        munmap(a.base, a.size);
+        close(a.fd);
+        return st;
+    }
+    *ptr = a.base;
+    return FR_SUCCESS;
 }
 
 fr_status_t fr_mem_free(void *ptr)

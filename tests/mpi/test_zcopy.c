@@ -198,6 +198,56 @@ static void test_allocator(void)
     TU_CHECK(!fr_mem_shared(a, 1), "a freed buffer is still reported shared");
 }
 
+/* HugePages_Free of /proc/meminfo, -1 when unknown. */
+static long huge_free(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[128];
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "HugePages_Free: %ld", &v) == 1) break;
+    if (f) fclose(f);
+    return v;
+}
+
+/* Where the site reserved huge pages (run_mpi.sh reserves some as root):
+ * a 4 MiB buffer takes two of them, or none with FASTREDUCE_HUGE_PAGES=0;
+ * a buffer larger than the free pool still comes, of ordinary pages. Rank
+ * 0 alone, so that no other rank takes pages meanwhile. */
+static void test_huge_pages(void)
+{
+    long before = huge_free();
+    MPI_Bcast(&before, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    if (before < 4) {
+        if (me == 0) printf("test_zcopy: huge pages: %ld free, not tested\n", before);
+        return;
+    }
+    tu_begin("fr_mem_alloc takes huge pages where some are free, and ordinary ones beyond");
+    if (me != 0) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        return;
+    }
+    void *a = NULL, *b = NULL, *c = NULL;
+    TU_CHECK(fr_mem_alloc(4u << 20, &a) == FR_SUCCESS, "fr_mem_alloc 4 MiB: %s", fr_last_error());
+    long used = before - huge_free();
+    TU_CHECK(used == 2, "a 4 MiB buffer took %ld huge pages, want 2", used);
+    setenv("FASTREDUCE_HUGE_PAGES", "0", 1);
+    TU_CHECK(fr_mem_alloc(4u << 20, &b) == FR_SUCCESS, "fr_mem_alloc 4 MiB: %s", fr_last_error());
+    unsetenv("FASTREDUCE_HUGE_PAGES");
+    TU_CHECK(before - huge_free() == 2, "with FASTREDUCE_HUGE_PAGES=0 a buffer took huge pages");
+    size_t big = (size_t)(huge_free() + 1) * (2u << 20);
+    TU_CHECK(fr_mem_alloc(big, &c) == FR_SUCCESS, "fr_mem_alloc of more than the pool: %s", fr_last_error());
+    TU_CHECK(before - huge_free() == 2, "a buffer larger than the pool took huge pages");
+    memset(a, 1, 4u << 20);
+    memset(c, 2, big);
+    fr_mem_free(a);
+    fr_mem_free(b);
+    fr_mem_free(c);
+    TU_CHECK(huge_free() == before, "%ld huge pages free after the frees, %ld before", huge_free(), before);
+    printf("test_zcopy: huge pages: used (%ld free)\n", before);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static void test_allreduce_grid(void)
 {
     const pattern_t full[] = { {"all-shared", all_shared, 0}, {"none-shared", none_shared, 0},
@@ -661,6 +711,7 @@ int main(int argc, char **argv)
     TU_CHECK(np == 1 || zc_on || getenv("FR_TEST_NO_ZCOPY"), "a large allreduce on shared buffers did not go "
              "zero-copy");
     test_allocator();
+    test_huge_pages();
     test_allreduce_grid();
     test_bcast_grid();
     test_forced();
