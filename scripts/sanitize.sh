@@ -169,6 +169,8 @@ run_mpi fault "" test_fault
 run_mpi requests "FASTREDUCE_PROGRESS=thread" test_requests --quick
 run_mpi requests-caller "FASTREDUCE_PROGRESS=caller" test_requests --quick
 run_mpi reqfault "" test_reqfault
+# memory of fr_mem_alloc: zero-copy calls, peers' mappings, frees and the recovery path
+run_mpi zcopy "" test_zcopy --quick
 # FASTREDUCE_ALGO / FASTREDUCE_TUNE / tables, each selection run and checked
 run_mpi select "" test_select
 # every host algorithm's communicator made, used and destroyed, twice over

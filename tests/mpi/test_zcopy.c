@@ -685,7 +685,7 @@ int main(int argc, char **argv)
     const char *ns = getenv("FASTREDUCE_NODE_SIZE");
     int node_size = ns ? atoi(ns) : 0;
     if (node_size > 0 && node_size < np) {
-        zc_on = getenv("FR_TEST_NO_ZCOPY") == NULL;
+        zc_on = node_size >= 2 && getenv("FR_TEST_NO_ZCOPY") == NULL;   /* (a rank a node shares nothing) */
         if (me == 0) printf("test_zcopy np=%d: nodes of %d ranks, hier\n", np, node_size);
         test_allocator();
         test_hier(node_size);
