@@ -1,11 +1,13 @@
 /* The zero-copy steps of shm_zcopy.h.
  *
  * Allreduce: every rank posts a descriptor of its send and receive
- * buffers; once all are posted, each rank reduces its slice of the
- * message from every rank's input (read once) into a small buffer that
- * stays in L1 and writes it into every rank's output (written once), then
- * posts that it is done and waits until all are, so that no rank returns
- * before its output is complete or while its input is still read.
+ * buffers; once all are posted, each rank reduces its block of every chunk
+ * (the blocks the copy path would give it) from every rank's input (read
+ * once) into a small buffer that stays in L1 and writes it into every
+ * rank's output (written once; hier first allreduces it across the nodes
+ * in its own output), then posts that it is done and waits until all are,
+ * so that no rank returns before its output is complete or while its input
+ * is still read.
  * Bcast: the root posts a descriptor of its buffer; each other rank copies
  * from it and posts that it is done; the root waits for them and posts its
  * verdict, which the others wait for.
@@ -13,7 +15,6 @@
  * of its part and says so with its done flag: the ranks then run the
  * copy path over what it left (its slice, or the whole bcast). */
 #include <string.h>
-#include <unistd.h>
 #include "shm_zcopy.h"
 #include "shm_steps.h"
 #include "shm.h"
@@ -79,7 +80,7 @@ static fr_status_t post_desc(struct fr_comm *comm, uint64_t Z, int ok, const fr_
     }
     zdesc_t *d = desc(s, s->lrank, Z);
     d->ok = (uint32_t)ok;
-    d->pid = (int32_t)getpid();
+    d->pid = s->pid;
     d->frees = fr_mem_frees();
     if (ok) {
         d->send = *send;

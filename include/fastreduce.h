@@ -352,6 +352,8 @@ FR_API fr_status_t fr_mem_free(void *ptr);
 /**
  * Whether the @p bytes from @p ptr lie inside one live buffer of
  * fr_mem_alloc() of this process.
+ * @param ptr   the start of the range
+ * @param bytes its length
  * @return 1 if so, else 0 (also for 0 bytes)
  */
 FR_API int fr_mem_shared(const void *ptr, size_t bytes);
@@ -645,6 +647,9 @@ FR_API int FR_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, M
  * cannot be had (size 0, FASTREDUCE_DISABLE=1, fr_mem_alloc failing) the
  * MPI library's MPI_Alloc_mem serves the call. FASTREDUCE_STATS counts
  * both, and the collectives that went zero-copy.
+ * @param size    bytes to allocate
+ * @param info    passed to the MPI library where it serves the call
+ * @param baseptr receives the address (a void **, as MPI's)
  * @return MPI_SUCCESS or the MPI library's error
  */
 FR_API int FR_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr);
@@ -652,6 +657,7 @@ FR_API int FR_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr);
 /**
  * MPI_Free_mem's signature: frees memory of FR_Alloc_mem(), whichever
  * gave it (fr_mem_free() or the MPI library's MPI_Free_mem).
+ * @param base the address FR_Alloc_mem() gave
  * @return MPI_SUCCESS, or an MPI error class for an address inside, not at
  *         the start of, memory of fr_mem_alloc()
  */

@@ -481,6 +481,7 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     s->slow_ratio = slow_ratio;
     s->tmp = tmp;
     s->zptr = zptr;
+    s->pid = (int32_t)getpid();
     /* (a size no node has: kept from overflowing the layout's sums) */
     s->size = per_rank > ((uint64_t)1 << 50) / (uint64_t)s->lsize ? SIZE_MAX : layout(s, per_rank);
     fr_status_t fits = check_fits(comm, s, per_rank, s->size);
