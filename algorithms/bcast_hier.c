@@ -2,12 +2,15 @@
  * tree across the nodes over UCX between one rank per node (the root on its
  * node, local rank 0 elsewhere), then the shm bcast inside each node from
  * that rank. A rank forwards a chunk to its child nodes without waiting,
- * so those sends overlap its node's shared-memory stage. Chunks are 512K
+ * so those sends overlap its node's shared-memory stage. Where that rank's
+ * buffer is fr_mem_alloc's, the node's other ranks copy each chunk from it
+ * as it lands (shm_zcopy.h). Chunks are 512K
  * (chunk=, at most a 2-rank node's shm bcast slot less its 64-byte header). */
 #include "alg_util.h"
 #include "copy.h"
 #include "shm.h"
 #include "shm_steps.h"
+#include "shm_zcopy.h"
 
 #define HIER_BCAST_CHUNK ((uint64_t)512 * 1024)
 #define MAX_CHILDREN 32
@@ -39,6 +42,12 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
     fr_copy_fn copy_out = fr_shm_copy_for(comm, call);
     char *data = call->recvbuf;
     unsigned step = 0;
+    /* the node stage zero-copy where the leader's buffer allows (nodes may differ: the network stage is the same) */
+    fr_zc_stream_t z = {.on = 0};
+    const size_t nchunks = (call->bytes + chunk - 1) / chunk;
+    if (comm->local_size > 1 && fr_shm_zc_bcast_size(comm, call))
+        FR_CHECK(fr_shm_zc_stream_start(comm, call, src_local, nchunks, &z));
+    if (z.on && me_leader && !vr) fr_shm_zc_stream_ready(comm, &z, nchunks);   /* (the root has them all) */
     for (size_t off = 0; off < call->bytes; off += chunk, step++) {
         size_t n = call->bytes - off < chunk ? call->bytes - off : chunk;
         fr_req_t rq[MAX_CHILDREN];
@@ -56,9 +65,14 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
                     nrq++;
                 }
         }
-        if (comm->local_size > 1) FR_CHECK(fr_shm_bcast_chunk(comm, src_local, data + off, n, call->bytes, copy_out));
+        if (z.on && me_leader && vr) fr_shm_zc_stream_ready(comm, &z, step + 1);
+        else if (z.on && !me_leader) FR_CHECK(fr_shm_zc_stream_copy(comm, &z, step, data, off, n, copy_out));
+        else if (!z.on && comm->local_size > 1)
+            FR_CHECK(fr_shm_bcast_chunk(comm, src_local, data + off, n, call->bytes, copy_out));
         if (nrq) FR_CHECK(fr_p2p_wait(comm, rq, nrq));
     }
+    if (z.on) FR_CHECK(fr_shm_zc_stream_end(comm, &z));
+    call->zcopy = z.on;
     return FR_SUCCESS;
 }
 

@@ -294,3 +294,64 @@ fr_status_t fr_shm_zc_bcast(struct fr_comm *comm, fr_call_t *call, int *done)
     *done = !failed;
     return FR_SUCCESS;
 }
+
+fr_status_t fr_shm_zc_stream_start(struct fr_comm *comm, const fr_call_t *call, int src, size_t nchunks,
+                                   fr_zc_stream_t *z)
+{
+    fr_shm_t *s = comm->shm;
+    *z = (fr_zc_stream_t){.src = src, .Z = ++s->round[FR_SHM_F_ZDESC]};
+    if (s->lrank == src) {
+        fr_mem_ref_t ref;
+        int ok = qualifies(comm, call->recvbuf, call->recvbuf, call->bytes, &ref, &ref);
+        FR_CHECK(post_desc(comm, z->Z, ok, &ref, &ref));
+        fr_shm_post(s, FR_SHM_F_ZSEEN, z->Z);
+        if (!ok) return FR_SUCCESS;
+        /* the verdict, before any chunk: every rank mapped the buffer, or all take the copy path */
+        FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_ZSEEN, z->Z));
+        z->on = !any_failed(s, z->Z);
+        if (!z->on) fr_shm_post(s, FR_SHM_F_ZFAIL, z->Z);
+        fr_shm_post(s, FR_SHM_F_ZDONE, z->Z);
+    } else {
+        zdesc_t *d = desc(s, src, z->Z);
+        FR_CHECK(fr_shm_wait_slot(comm, src, (char *)d, FR_SHM_F_ZDESC, z->Z));
+        if (!d->ok) {
+            fr_shm_post(s, FR_SHM_F_ZSEEN, z->Z);
+            return FR_SUCCESS;
+        }
+        z->from = comm->set.zero_copy ? fr_mem_peer(d->pid, d->frees, &d->send) : NULL;
+        if (!z->from) fr_shm_post(s, FR_SHM_F_ZFAIL, z->Z);
+        fr_shm_post(s, FR_SHM_F_ZSEEN, z->Z);
+        FR_CHECK(fr_shm_wait_one(comm, src, FR_SHM_F_ZDONE, z->Z));
+        z->on = !failed_at(s, src, z->Z);
+    }
+    if (z->on) {
+        z->base = s->round[FR_SHM_F_ZAVAIL];
+        s->round[FR_SHM_F_ZAVAIL] += nchunks;
+    }
+    return FR_SUCCESS;
+}
+
+void fr_shm_zc_stream_ready(struct fr_comm *comm, const fr_zc_stream_t *z, size_t k)
+{
+    fr_shm_post(comm->shm, FR_SHM_F_ZAVAIL, z->base + k);
+}
+
+fr_status_t fr_shm_zc_stream_copy(struct fr_comm *comm, const fr_zc_stream_t *z, size_t k, char *data, size_t off,
+                                  size_t n, fr_copy_fn copy)
+{
+    FR_CHECK(fr_shm_wait_one(comm, z->src, FR_SHM_F_ZAVAIL, z->base + k + 1));
+    copy(data + off, z->from + off, n);
+    return FR_SUCCESS;
+}
+
+fr_status_t fr_shm_zc_stream_end(struct fr_comm *comm, const fr_zc_stream_t *z)
+{
+    fr_shm_t *s = comm->shm;
+    if (s->lrank != z->src) {
+        fr_shm_post(s, FR_SHM_F_ZDONE, z->Z);
+        return FR_SUCCESS;
+    }
+    for (int r = 0; r < s->lsize; r++)
+        if (r != z->src) FR_CHECK(fr_shm_wait_one(comm, r, FR_SHM_F_ZDONE, z->Z));
+    return FR_SUCCESS;
+}

@@ -30,4 +30,30 @@ fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, size_t ce
                                 fr_slice_fn between, int *done);
 fr_status_t fr_shm_zc_bcast(struct fr_comm *comm, fr_call_t *call, int *done);
 
+/* A bcast whose data reaches one rank of the node chunk by chunk (hier:
+ * over the network to the node's leader, local rank @p src), copied by the
+ * others straight from the leader's buffer as the chunks come, where that
+ * buffer is fr_mem_alloc's. */
+typedef struct fr_zc_stream {
+    int      on;       /* 1: this call's node stage is zero-copy (the same on the node's ranks) */
+    int      src;      /* the leader's local rank */
+    uint64_t Z;        /* its round */
+    uint64_t base;     /* s->round[FR_SHM_F_ZAVAIL] before its chunks */
+    char    *from;     /* a reader: the leader's buffer, mapped */
+} fr_zc_stream_t;
+
+/* Every local rank, before the chunks: the leader describes its buffer,
+ * the others map it, and all learn whether every one could (z->on). */
+fr_status_t fr_shm_zc_stream_start(struct fr_comm *comm, const fr_call_t *call, int src, size_t nchunks,
+                                   fr_zc_stream_t *z);
+/* The leader: its first @p k chunks are in its buffer. */
+void fr_shm_zc_stream_ready(struct fr_comm *comm, const fr_zc_stream_t *z, size_t k);
+/* Another rank: chunk @p k ([off, off + n) of the buffer) into its own
+ * buffer @p data, once the leader has it. */
+fr_status_t fr_shm_zc_stream_copy(struct fr_comm *comm, const fr_zc_stream_t *z, size_t k, char *data, size_t off,
+                                  size_t n, fr_copy_fn copy);
+/* After the chunks: the others say they are done; the leader waits for
+ * them (its buffer is read until then). */
+fr_status_t fr_shm_zc_stream_end(struct fr_comm *comm, const fr_zc_stream_t *z);
+
 #endif

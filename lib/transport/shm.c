@@ -99,7 +99,7 @@ static const char *const flag_name[FR_SHM_NFLAGS] = {
     [FR_SHM_F_SMALL] = "small", [FR_SHM_F_ARRIVE] = "arrive", [FR_SHM_F_REDUCED] = "reduced",
     [FR_SHM_F_BREADY] = "bcast-ready", [FR_SHM_F_BACK] = "bcast-done", [FR_SHM_F_ZDESC] = "zero-copy descriptor",
     [FR_SHM_F_ZSEEN] = "zero-copy descriptors read", [FR_SHM_F_ZDONE] = "zero-copy done",
-    [FR_SHM_F_ZFAIL] = "zero-copy failed",
+    [FR_SHM_F_ZFAIL] = "zero-copy failed", [FR_SHM_F_ZAVAIL] = "zero-copy chunks in",
 };
 
 /* The flags a wait reads: local rank r's is the word at base + r * stride. */

@@ -23,12 +23,14 @@ typedef struct fr_shm_flag {
  * data with it: FR_SHM_F_SMALL and FR_SHM_F_BREADY only index s->round,
  * and their lines in the flag area go unused. */
 enum { FR_SHM_F_SMALL = 0, FR_SHM_F_ARRIVE, FR_SHM_F_REDUCED, FR_SHM_F_BREADY, FR_SHM_F_BACK,
-       FR_SHM_F_ZDESC, FR_SHM_F_ZSEEN, FR_SHM_F_ZDONE, FR_SHM_F_ZFAIL, FR_SHM_NFLAGS };
+       FR_SHM_F_ZDESC, FR_SHM_F_ZSEEN, FR_SHM_F_ZDONE, FR_SHM_F_ZFAIL, FR_SHM_F_ZAVAIL, FR_SHM_NFLAGS };
 /* The zero-copy calls (algorithms/shm_zcopy.c): FR_SHM_F_ZDESC indexes
  * s->round only (the round lives in the descriptor's first word); ZSEEN
  * is the last round whose descriptors a rank no longer needs, ZDONE the
  * last round a rank finished its part of, ZFAIL the last round in which it
- * could not map a peer's buffer. */
+ * could not map a peer's buffer; ZAVAIL counts the chunks a hier bcast's
+ * node leader has in its buffer (s->round[FR_SHM_F_ZAVAIL], the chunks of
+ * every such call so far, is the same on the node's ranks). */
 #define FR_SHM_ZC_DESC  128   /* bytes of one descriptor: two lines */
 #define FR_SHM_ZC_NDESC 16    /* descriptors of each rank in turn */
 #define FR_SHM_SMALL   16384          /* data bytes per rank in each of the two small slots */

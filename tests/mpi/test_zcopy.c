@@ -540,6 +540,28 @@ static int unmappable_allreduce(fr_comm_t c, size_t n, int inplace, int *zc)
     return st == FR_SUCCESS && !bad;
 }
 
+/* A bcast of @p nb bytes from @p root on a new shared buffer of every rank
+ * while the last rank cannot open files: whether the data arrived (a
+ * failure recorded if not); *zc: whether the call went zero-copy. */
+static int unmappable_bcast(fr_comm_t c, size_t nb, int root, int *zc)
+{
+    unsigned char *want = tu_alloc(nb);
+    fill_pattern(want, nb, 4242u + (unsigned)root);
+    buf_t b;
+    buf_get(&b, nb, 1);
+    if (me == root) memcpy(b.p, want, nb);
+    MPI_Barrier(MPI_COMM_WORLD);
+    limit_files(1);
+    fr_status_t st = fr_bcast(b.p, nb, FR_UINT8, root, c);
+    *zc = fr_last_zero_copy();
+    limit_files(0);
+    int ok = TU_CHECK(st == FR_SUCCESS, "fr_bcast: %s (%s)", tu_status(st), fr_last_error());
+    if (ok) check_equal("data", b.p, want, nb, FR_UINT8);
+    buf_put(&b);
+    tu_free(want);
+    return ok;
+}
+
 /* Several nodes (faked with FASTREDUCE_NODE_SIZE): hier's node stages go
  * zero-copy on a node whose ranks' buffers are all shared, whatever the
  * other nodes do; results against the reference, and the bits of the
@@ -552,10 +574,39 @@ static int node_shared(int r, int a)   /* a: the node whose last rank's buffers 
     return n == a && (r + 1 == np || node_of(r + 1, node_size_g) != n) ? 0 : 3;
 }
 
+/* hier bcast from @p root: every buffer shared but the leader's of node
+ * @p a (the root on its node, else the node's first rank; -1: none). A
+ * node's stage goes zero-copy when its leader's buffer is shared. */
+static void hier_bcast_case(fr_comm_t c, int node_size, size_t nb, int root, int a)
+{
+    int leader_of_me = node_of(root, node_size) == node_of(me, node_size) ? root : node_of(me, node_size) * node_size;
+    int private_leader = a >= 0 && (node_of(root, node_size) == a ? root : a * node_size) == me;
+    tu_begin("hier bcast %zu bytes from %d, node %d's leader private", nb, root, a);
+    unsigned char *want = tu_alloc(nb);
+    fill_pattern(want, nb, tu_hash3(nb, (uint64_t)root, (uint64_t)(a + 7)));
+    buf_t b;
+    buf_get(&b, nb, !private_leader);
+    if (me == root) memcpy(b.p, want, nb);
+    else memset(b.p, 0x3C, nb);
+    fr_status_t st = fr_bcast(b.p, nb, FR_UINT8, root, c);
+    int zc = fr_last_zero_copy();
+    if (TU_CHECK(st == FR_SUCCESS, "fr_bcast: %s (%s)", tu_status(st), fr_last_error()))
+        check_equal("data", b.p, want, nb, FR_UINT8);
+    int hier = !strcmp(fr_bcast_algorithm(c, nb, FR_UINT8, root), "hier");
+    int first = node_of(me, node_size) * node_size, here = np - first < node_size ? np - first : node_size;
+    int want_zc = zc_on && hier && here > 1 && node_of(leader_of_me, node_size) != a && nb >= 65536;
+    if (zc_on && hier && here > 1 && node_of(me, node_size) != a && nb >= 65536)
+        TU_CHECK(zc == want_zc, "fr_last_zero_copy() is %d, want %d", zc, want_zc);
+    if (node_of(me, node_size) == a) TU_CHECK(!zc, "zero-copy on the node whose leader's buffer is private");
+    check_guards("buffer", b.p, nb);
+    buf_put(&b);
+    tu_free(want);
+}
+
 static void test_hier(int node_size)
 {
     node_size_g = node_size;
-    char spec[] = "allreduce=hier";
+    char spec[] = "allreduce=hier,bcast=hier";
     fr_config_t cfg = FR_CONFIG_INIT;
     cfg.algo = spec;
     fr_comm_t c;
@@ -583,6 +634,21 @@ static void test_hier(int node_size)
         unmappable_allreduce(c, counts[0], inplace, &zc);
         int last_node = node_of(me, node_size) == node_of(np - 1, node_size);
         TU_CHECK(!(last_node && zc), "zero-copy on the node of a rank that could not map");
+    }
+    for (int root = 0; root < np; root++)
+        for (int a = -1; a < 2; a++) {
+            hier_bcast_case(c, node_size, 300007, root, a);
+            if (!quick) hier_bcast_case(c, node_size, 3000017, root, a);
+        }
+    hier_bcast_case(c, node_size, 1000, 0, -1);
+    /* the last rank cannot map its leader's buffer: its node takes the copy path */
+    for (int root = 0; root < np; root += np - 1) {
+        tu_begin("hier bcast from %d where rank %d cannot map its leader's buffer", root, np - 1);
+        int zc;
+        unmappable_bcast(c, 700001, root, &zc);
+        /* (a root that is the last rank maps nothing: its node may go zero-copy) */
+        TU_CHECK(!(zc && node_of(me, node_size) == node_of(np - 1, node_size) && root != np - 1),
+                 "zero-copy on the node of a rank that could not map");
     }
     for (size_t k = 0; k < 2; k++) {
         const size_t n = counts[k];
@@ -643,22 +709,9 @@ static void test_map_failure(void)
     }
     for (int root = 0; root < np - 1; root++) {
         tu_begin("bcast from %d where rank %d cannot map the root's buffer", root, np - 1);
-        buf_t b;
-        const size_t nb = 500009;
-        buf_get(&b, nb, 1);
-        unsigned char *want = tu_alloc(nb);
-        fill_pattern(want, nb, 4242u + (unsigned)root);
-        if (me == root) memcpy(b.p, want, nb);
-        MPI_Barrier(MPI_COMM_WORLD);
-        limit_files(1);
-        fr_status_t st = fr_bcast(b.p, nb, FR_UINT8, root, comm);
-        int zc = fr_last_zero_copy();
-        limit_files(0);
-        if (TU_CHECK(st == FR_SUCCESS, "%s (%s)", tu_status(st), fr_last_error())) check_equal("data", b.p, want, nb,
-                                                                                             FR_UINT8);
+        int zc;
+        unmappable_bcast(comm, 500009, root, &zc);
         TU_CHECK(!zc, "fr_last_zero_copy() is 1 although a rank could not map");
-        buf_put(&b);
-        tu_free(want);
     }
     pattern_t shared = {"all-shared", all_shared, 0};
     allreduce_case(comm, "after the limit is restored", FR_FLOAT32, FR_SUM, count, 0, &shared, expected_zc(1, count * 4));
