@@ -48,6 +48,7 @@ typedef enum {
     FR_WHEN_INTERPOSE,  /* once, at the first FR_Allreduce or FR_Bcast (the interposer's MPI_* calls) */
     FR_WHEN_NCCL,       /* at a communicator's NCCL set-up (its first device-buffer call, or nccl_eager) */
     FR_WHEN_ALLOC,      /* at each fr_mem_alloc */
+    FR_WHEN_COUNT
 } fr_setting_when_t;
 
 /* Where a value came from. */

@@ -13,7 +13,7 @@ const char *fr_setting_when_name(int when)
 {
     static const char *const n[] = {"fr_comm_create", "logger start", "first FR_Allreduce or FR_Bcast", "NCCL set-up",
                                     "each fr_mem_alloc"};
-    return when >= 0 && when <= FR_WHEN_ALLOC ? n[when] : "?";
+    return when >= 0 && when < FR_WHEN_COUNT ? n[when] : "?";
 }
 
 /* A byte count with the largest K/M/G suffix that divides it. */
