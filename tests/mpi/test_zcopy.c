@@ -628,7 +628,7 @@ static void test_hier(int node_size)
     }
     /* the last rank cannot map its peers' new buffers: its node takes the
      * copy path, the others zero-copy, and the results hold */
-    for (int inplace = 0; inplace < 2; inplace++) {
+    for (int inplace = 0; inplace < 2 && zc_on; inplace++) {
         tu_begin("hier where rank %d cannot map its peers' buffers, inplace=%d", np - 1, inplace);
         int zc;
         unmappable_allreduce(c, counts[0], inplace, &zc);
@@ -642,7 +642,7 @@ static void test_hier(int node_size)
         }
     hier_bcast_case(c, node_size, 1000, 0, -1);
     /* the last rank cannot map its leader's buffer: its node takes the copy path */
-    for (int root = 0; root < np; root += np - 1) {
+    for (int root = 0; root < np && zc_on; root += np - 1) {
         tu_begin("hier bcast from %d where rank %d cannot map its leader's buffer", root, np - 1);
         int zc;
         unmappable_bcast(c, 700001, root, &zc);
@@ -773,7 +773,10 @@ int main(int argc, char **argv)
     test_realloc();
     test_threads(level);
     test_setting_off();
-    test_map_failure();
+    /* (where no call can go zero-copy there is no mapping to fail; and a
+     * lowered file limit could refuse the MPI library's own late
+     * connections, as MPICH's over TCP between PID namespaces) */
+    if (zc_on) test_map_failure();
     fr_comm_destroy(comm);
     int rc = tu_finish();
     MPI_Finalize();
