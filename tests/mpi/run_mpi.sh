@@ -294,9 +294,11 @@ if unshare --pid --fork --mount-proc --kill-child true 2>/dev/null; then
     pass_fail "$([ "$nr" = 2 ] && [ "$nf" -ge 3 ] && [ "$same" = 1 ] && echo 1 || echo 0)" \
         "PID namespaces: $nr of ranks 1-2 found /proc/1/fd/N not the segment, $nf fallbacks to /dev/shm logged, decoy unchanged: $same (log: $last_log)"
     # There the ranks cannot open each other's memfds: fr_mem_alloc buffers
-    # take the copy path, with the same results.
+    # take the copy path, with the same results. (Without the algorithms
+    # over UCX: after ours had connected the ranks over TCP, MPICH's own
+    # MPI_Finalize at times hung in its UCX progress there.)
     FR_BTL=self,tcp RUN_WRAP="${srcdir:-$(dirname "$0")/..}/mpi/pidns_wrap.sh" run_one 3 \
-        "FR_TEST_NO_ZCOPY=1 FASTREDUCE_UCX_TLS=tcp,self" test_zcopy --quick
+        "FR_TEST_NO_ZCOPY=1 FASTREDUCE_UCX_TLS=tcp,self" test_zcopy --quick --no-forced
     pass_fail "$(grep -q 'test_zcopy np=3: zero-copy is not possible here' "$last_log" && echo 1 || echo 0)" \
         "PID namespaces: test_zcopy found zero-copy not possible (log: $last_log)"
 else
