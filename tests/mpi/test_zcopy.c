@@ -430,7 +430,6 @@ static void test_requests_group(void)
 static void test_realloc(void)
 {
     const size_t count = 40009;
-    pattern_t shared = {"all-shared", all_shared, 0};
     buf_t keep = {0}, extra[3];
     for (int round = 0; round < 6; round++) {
         int every = round % 2 == 0;
@@ -452,7 +451,6 @@ static void test_realloc(void)
             bad += v[i] != (int32_t)(i * 3 + (size_t)round) * (np * (np + 1) / 2);
         TU_CHECK(st == FR_SUCCESS && !bad, "%s, %zu elements wrong", tu_status(st), bad);
         check_zc(expected_zc(1, count * 4));
-        (void)shared;
     }
     buf_put(&keep);
 }
