@@ -703,6 +703,30 @@ FR_API const char *fr_allreduce_algorithm_device(fr_comm_t comm, size_t count, f
 FR_API const char *fr_bcast_algorithm_device(fr_comm_t comm, size_t count, fr_dtype_t dtype, int root);
 /** @} */
 
+/**
+ * @defgroup fr_span_group Marking the program's own work in the timeline
+ * With FASTREDUCE_TIMELINE set, each rank's timeline shows every
+ * collective and its phases; these calls add the program's own phases
+ * (data loading, forward and backward pass, optimizer step) as bars on
+ * the thread that marks them, so that the communication can be read
+ * against them. Spans nest, up to 16 deep per thread; without the
+ * timeline both calls return at once. They never fail.
+ * @{
+ */
+
+/**
+ * Start a span of the calling thread's work.
+ * @param name what it is ("data", "compute"); copied (at most 47 bytes
+ *             are kept), so the caller may free it at once
+ */
+FR_API void fr_span_begin(const char *name);
+
+/**
+ * End the calling thread's innermost open span (nothing when none is open).
+ */
+FR_API void fr_span_end(void);
+/** @} */
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,7 +5,7 @@ pkgs=(build-essential autoconf automake libtool pkg-config
       openmpi-bin libopenmpi-dev mpich libmpich-dev
       libucx-dev ucx-utils libhwloc-dev hwloc libcriterion-dev gnuplot-nox
       python3 python3-venv python3-dev
-      clang valgrind iproute2 doxygen)
+      clang valgrind iproute2 doxygen libmicrohttpd-dev prometheus)
 [ "${FR_DEPS_EXTRA:-}" ] && pkgs+=($FR_DEPS_EXTRA)
 missing=()
 for p in "${pkgs[@]}"; do

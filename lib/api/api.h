@@ -28,6 +28,10 @@ const char *fr_bcast_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, int 
 const char *fr_last_algorithm(void);
 void fr_last_algorithm_set(const char *alg, int zcopy);
 
+/* This machine's kernel boot id ("" where it cannot be read): processes
+ * with the same one share their cores and their monotonic clock. */
+void fr_boot_id(char *id, size_t len);
+
 /* Validate a handle: FR_SUCCESS or FR_ERR_BAD_COMM with a message. */
 fr_status_t fr_comm_check(const struct fr_comm *comm);
 /* fr_comm_destroy of @p n communicators at once (collective over each; NULL

@@ -14,6 +14,7 @@
 #include "device.h"
 #include "settings.h"
 #include "log.h"
+#include "observe.h"
 #include "mpi_types.h"
 #include "p2p.h"
 #include "shm.h"
@@ -89,16 +90,23 @@ static int node_cores(MPI_Comm node_comm)
  * can be on different nodes, faked ones (FASTREDUCE_NODE_SIZE / _HOSTID)
  * or network namespaces and containers, and still share the cores. Where
  * the boot id cannot be read, the node's ranks are counted. Collective. */
-static int oversubscribed(MPI_Comm mpi, int rank, int node, MPI_Comm node_comm)
+void fr_boot_id(char *id, size_t len)
 {
-    char id[64] = "";
+    id[0] = 0;
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     if (f) {
-        if (!fgets(id, sizeof id, f)) id[0] = 0;
+        if (!fgets(id, (int)len, f)) id[0] = 0;
         fclose(f);
     }
+    id[strcspn(id, "\n")] = 0;
+}
+
+static int oversubscribed(MPI_Comm mpi, int rank, int node, MPI_Comm node_comm)
+{
+    char id[64];
+    fr_boot_id(id, sizeof id);
     unsigned h = 2166136261u;  /* FNV-1a of the boot id; or the node index */
-    for (const char *p = id; *p && *p != '\n'; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+    for (const char *p = id; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
     int color = id[0] ? (int)(h & 0x3fffffffu) : (int)(0x40000000u | (unsigned)node);
     MPI_Comm host;
     if (PMPI_Comm_split(mpi, color, rank, &host) != MPI_SUCCESS) host = node_comm;
@@ -111,6 +119,7 @@ static int oversubscribed(MPI_Comm mpi, int rank, int node, MPI_Comm node_comm)
 
 static void free_comm(struct fr_comm *c)
 {
+    fr_observe_free(c);
     fr_prog_destroy(c);
     fr_device_destroy(c);
     fr_shm_destroy(c);
@@ -220,6 +229,7 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     }
     fr_device_probe();
     if (config && config->nccl_eager) FR_CHECK_GOTO(fr_device_setup(c, -1), st, fail_ops);
+    FR_CHECK_GOTO(fr_observe_comm(c), st, fail_ops);
     c->magic = FR_COMM_MAGIC;
     st = fr_agree(c->mpi, live_add(c) ? FR_SUCCESS : FR_ERROR(FR_ERR_NO_MEMORY, "more than %d live communicators",
                                                               FR_MAX_COMMS), "communicator registration");
@@ -275,7 +285,7 @@ fr_status_t fr_comm_destroy_many(fr_comm_t *comms, int n)
              * never post. Broken without a timeout, the barrier stays:
              * waiting forever is what that setting asks, and a peer that
              * finished the call needs this rank there. */
-        } else if (PMPI_Ibarrier(c->mpi, &c->bye) != MPI_SUCCESS) {
+        } else if (fr_observe_destroy_post(c), PMPI_Ibarrier(c->mpi, &c->bye) != MPI_SUCCESS) {
             c->bye = MPI_REQUEST_NULL;
             st = FR_ERROR(FR_ERR_MPI, "fr_comm_destroy: MPI_Ibarrier failed");
         }
@@ -287,6 +297,7 @@ fr_status_t fr_comm_destroy_many(fr_comm_t *comms, int n)
             c->cur = NULL;
             fr_status_t w = fr_wait_mpi(c, &c->bye, "MPI_Ibarrier of fr_comm_destroy", NULL);
             if (w != FR_SUCCESS) st = w;
+            else fr_observe_report(c);
         }
         live_remove(c);
         free_comm(c);

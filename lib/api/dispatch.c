@@ -8,6 +8,7 @@
 #include "agree.h"
 #include "device.h"
 #include "log.h"
+#include "observe.h"
 #include "p2p.h"
 #include "reduce.h"
 #include "request.h"
@@ -126,6 +127,9 @@ fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
     const char *outer_alg = comm->cur_alg;
     const fr_alg_t *a = NULL;
     const uint64_t seq = ++comm->seq;
+    fr_trace_call_t rec;
+    int observed;
+    fr_trace_call_t *prev = fr_observe_begin(comm, &rec, call->t_issue, &observed);
     comm->cur = call;
     comm->cur_alg = NULL;
     fr_status_t st = FR_SUCCESS;
@@ -157,6 +161,7 @@ fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
     }
     comm->cur = outer;
     comm->cur_alg = outer_alg;
+    if (observed) fr_observe_end(comm, call, a ? alg_index(a) : -1, seq, &rec, prev, st);
     if (!a) return st;
     /* (after the run: a staged call's host call has set its own) */
     last_alg = a->name;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <mpi.h>
 #include "log.h"
+#include "metrics.h"
 #include "mpi_stats.h"
 #include "settings.h"
 
@@ -43,6 +44,7 @@ static int blocking(int kind) { return kind == FR_MPI_ALLREDUCE || kind == FR_MP
 
 void fr_mpi_call_end(fr_mpi_kind_t kind, const fr_mpi_served_t *h, int count, MPI_Datatype type, MPI_Comm comm)
 {
+    if (!h->served && kind < FR_MPI_ALLOC_MEM) fr_metrics_passed(kind_name[kind], h->what ? h->what : "?");
     if (!(h->mode & FR_MPI_STATS)) return;
     double secs = PMPI_Wtime() - h->t0;
     int nranks = h->nranks, size = 0;

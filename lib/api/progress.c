@@ -21,6 +21,7 @@
 #include "api.h"
 #include "device.h"
 #include "log.h"
+#include "observe.h"
 #include "request.h"
 #include "select.h"
 #include "wait.h"
@@ -108,14 +109,23 @@ static void poll_issued(struct fr_prog *P)
  * refused once the communicator is broken, since a queued call runs after
  * the argument checks that refuse it at its start. *alg: the algorithm
  * that ran (a group's last). */
-static fr_status_t run_call(struct fr_comm *comm, fr_call_t *call, fr_group_t *group, const char **alg)
+static fr_status_t run_call(struct fr_comm *comm, fr_call_t *call, fr_group_t *group, const char **alg,
+                            uint64_t t_issue)
 {
     fr_status_t st;
     *alg = "";
     if (comm->broken)
         return FR_ERROR(FR_ERR_BAD_COMM, "the communicator is unusable since a collective failed on it (%s)",
                         comm->broken_why);
-    if (group) return fr_group_run(comm, group, alg);
+    if (group) {
+        fr_trace_call_t rec;
+        int observed;
+        fr_trace_call_t *prev = fr_observe_begin(comm, &rec, t_issue, &observed);
+        st = fr_group_run(comm, group, alg);
+        if (observed) fr_observe_group(comm, group, &rec, prev, st);
+        return st;
+    }
+    call->t_issue = t_issue;
     st = fr_dispatch(comm, call);
     *alg = fr_last_algorithm();
     return st;
@@ -129,7 +139,7 @@ static fr_status_t run_work(struct fr_comm *comm, fr_work_t *w)
     const int evented = w->number && mem == FR_MEM_CUDA && !w->done;
     if (w->number && mem == FR_MEM_CUDA) fr_device_use(fr_device_of(w->group ? w->group->recv[0] : w->call.recvbuf));
     if (evented) w->call.async = 1;
-    fr_status_t st = run_call(comm, &w->call, w->group, &w->alg);
+    fr_status_t st = run_call(comm, &w->call, w->group, &w->alg, w->t_issue);
     w->zcopy = fr_last_zero_copy();
     if (st == FR_SUCCESS && evented) st = fr_device_event_record(NULL, &w->event);
     if (st != FR_SUCCESS && w->number)
@@ -213,6 +223,7 @@ static void *thread_main(void *arg)
      * the caller sleeps or waits. */
     struct sched_param sp = {0};
     pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+    fr_observe_thread("fastreduce progress");
     pthread_mutex_lock(&P->lock);
     while (!P->stop) {
         fr_work_t *h = P->head;
@@ -252,6 +263,7 @@ static void thread_start(struct fr_comm *comm, struct fr_prog *P)
 static void enqueue(struct fr_prog *P, fr_work_t *w)
 {
     w->next = NULL;
+    w->t_issue = __atomic_load_n(&fr_trace_enabled, __ATOMIC_RELAXED) ? fr_now_ns() : 0;
     state_set(w, FR_REQ_QUEUED);
     if (P->tail) P->tail->next = w;
     else P->head = w;
@@ -357,13 +369,13 @@ fr_status_t fr_prog_blocking(struct fr_comm *comm, fr_call_t *call, fr_group_t *
      * threads must not call collectives on it at once, as on an MPI
      * communicator). */
     const char *alg;
-    if (!__atomic_load_n(&P->numbered, __ATOMIC_RELAXED)) return run_call(comm, call, group, &alg);
+    if (!__atomic_load_n(&P->numbered, __ATOMIC_RELAXED)) return run_call(comm, call, group, &alg, 0);
     pthread_mutex_lock(&P->lock);
     if (!P->head && !P->busy) {
         /* nothing before it: the caller runs it, as without requests */
         P->busy = 1;
         pthread_mutex_unlock(&P->lock);
-        fr_status_t st = run_call(comm, call, group, &alg);
+        fr_status_t st = run_call(comm, call, group, &alg, 0);
         pthread_mutex_lock(&P->lock);
         P->busy = 0;
         if (P->waiters) pthread_cond_broadcast(&P->done);

@@ -43,6 +43,7 @@ typedef struct fr_work {
     char            detail[512];   /* fr_last_error() of a failure */
     const char     *alg;        /* the algorithm that ran it (the last one of a group) */
     int             zcopy;      /* whether it went zero-copy (the last message of a group) */
+    uint64_t        t_issue;    /* when it was queued, where calls are observed (observe.h), else 0 */
     /* a detached request (no handle): the runner calls done(done_arg, status,
      * detail) once it is complete, from whichever thread ran it, and frees it */
     void          (*done)(void *arg, fr_status_t st, const char *detail);

@@ -32,6 +32,8 @@ typedef struct fr_call {
     void       *stream;    /* device buffers: the cudaStream_t (NULL: the legacy default stream) */
     int         async;     /* the *_stream call: return once enqueued where the algorithm can */
     int         zcopy;     /* set by an algorithm that moved the data zero-copy (algorithms/shm_zcopy.c) */
+    uint64_t    t_issue;   /* when it was queued as a request, where calls are observed (lib/api/observe.c); 0:
+                              it was not queued, or nothing observes */
     int         agreed;    /* set by an algorithm failing on every rank alike before anything moved: the
                               communicator stays usable (any other failure breaks it) */
 } fr_call_t;
@@ -39,6 +41,7 @@ typedef struct fr_call {
 struct fr_ucx;
 struct fr_shm;
 struct fr_prog;
+struct fr_observe;
 
 #define FR_COMM_MAGIC 0x46524331u  /* "FRC1" */
 
@@ -81,6 +84,7 @@ struct fr_comm {
                                   can be (lib/api/group.c) */
     size_t       fusion_size;
     struct fr_prog *prog;      /* the queue of requests and its progress thread (lib/api/progress.c) */
+    struct fr_observe *obs;    /* its timeline, metrics and late-rank report (lib/api/observe.c); NULL: none */
     uint64_t     spin;         /* polls before a waiting rank starts to yield */
     int          oversubscribed; /* this machine's ranks outnumber its cores (the same on all of them) */
     unsigned     warned;       /* bit per collective: the forced-fallback warning was given */

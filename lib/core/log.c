@@ -22,22 +22,29 @@ static const struct { const char *name; unsigned bit; } subsys_names[] = {
     {"UCX", FR_SUB_UCX}, {"NCCL", FR_SUB_NCCL}, {"SHM", FR_SUB_SHM}, {"ALL", FR_SUB_ALL},
 };
 
+void fr_path_expand(const char *pattern, int rank, char *path, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = pattern; *p && o + 1 < len; p++) {
+        int n = -1;
+        if (p[0] == '%' && p[1] == 'h') n = snprintf(path + o, len - o, "%s", log_host);
+        else if (p[0] == '%' && p[1] == 'p') n = snprintf(path + o, len - o, "%ld", (long)getpid());
+        else if (p[0] == '%' && p[1] == 'r' && rank >= 0) n = snprintf(path + o, len - o, "%d", rank);
+        if (n < 0) {
+            path[o++] = *p;
+            continue;
+        }
+        o += (size_t)n;
+        if (o >= len) o = len - 1;
+        p++;
+    }
+    path[o] = '\0';
+}
+
 static void open_file(const char *pattern)
 {
     char path[1024];
-    size_t o = 0;
-    for (const char *p = pattern; *p && o + 1 < sizeof path; p++) {
-        if (p[0] == '%' && (p[1] == 'h' || p[1] == 'p')) {
-            int n = p[1] == 'h' ? snprintf(path + o, sizeof path - o, "%s", log_host)
-                                : snprintf(path + o, sizeof path - o, "%ld", (long)getpid());
-            o += n > 0 ? (size_t)n : 0;
-            if (o >= sizeof path) o = sizeof path - 1;
-            p++;
-        } else {
-            path[o++] = *p;
-        }
-    }
-    path[o] = '\0';
+    fr_path_expand(pattern, -1, path, sizeof path);
     log_file = fopen(path, "a");
     if (log_file) setvbuf(log_file, NULL, _IOLBF, 0);
     else FR_WARN(FR_SUB_INIT, "FASTREDUCE_DEBUG_FILE=%s: cannot open %s; logging to stderr", pattern, path);

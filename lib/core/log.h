@@ -3,6 +3,7 @@
 #define FR_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 #include "fastreduce.h"
 
 typedef enum { FR_LOG_NONE = 0, FR_LOG_WARN, FR_LOG_INFO, FR_LOG_TRACE } fr_log_level_t;
@@ -20,6 +21,9 @@ extern unsigned fr_log_subsys;  /* enabled subsystems */
 /* Reads FASTREDUCE_DEBUG, _SUBSYS and _FILE once (idempotent). Returns
  * FR_SUCCESS; a bad value is reported as a warning and ignored. */
 void fr_log_init(void);
+/* @p pattern with %h (the host), %p (the pid) and, where @p rank >= 0,
+ * %r (@p rank) replaced, into @p path (fr_log_init first: it knows the host). */
+void fr_path_expand(const char *pattern, int rank, char *path, size_t len);
 /* Set the rank that prefixes log lines (-1 before a communicator exists). */
 void fr_log_set_rank(int rank);
 void fr_log_write(fr_log_level_t lvl, unsigned subsys, const char *file, int line,

@@ -87,11 +87,22 @@ const fr_setting_t fr_settings[FR_S_COUNT] = {
     [FR_S_STATS] = {"FASTREDUCE_STATS", "0", FR_SET_INT, F(stats), NULL, 0, FR_WHEN_INTERPOSE, FR_SUB_INIT,
      "1: at MPI_Finalize rank 0 prints the FR_Allreduce, FR_Bcast, FR_Iallreduce, FR_Ibcast, FR_Alloc_mem and "
      "FR_Free_mem calls (the MPI calls of those names under libfastreduce-mpi.so) per call and algorithm, "
-     "zero-copy or not (or why they went to MPI): calls, bytes, total and mean time, busbw"},
+     "zero-copy or not (or why they went to MPI): calls, bytes, total and mean time, busbw; also read at the "
+     "first fr_comm_create: 1 makes every communicator's rank 0 print its late-rank report at fr_comm_destroy"},
     [FR_S_NCCL_TUNER] = {"FASTREDUCE_NCCL_TUNER", "auto", FR_SET_ENUM, F(nccl_tuner), nccl_tuner_words,
      FR_SETF_RANK0, FR_WHEN_NCCL, FR_SUB_NCCL,
      "point NCCL_TUNER_PLUGIN at fastreduce's plugin before its first NCCL communicator: auto (unless "
      "NCCL_TUNER_PLUGIN or NCCL_NET_PLUGIN is set), 1 (unless NCCL_TUNER_PLUGIN is set), 0 (never)"},
+    [FR_S_TIMELINE] = {"FASTREDUCE_TIMELINE", "", FR_SET_STRING, F(timeline), NULL, 0, FR_WHEN_OBSERVE, FR_SUB_INIT,
+     "write every collective and its phases, and the program's fr_span_begin/end spans, to this file as "
+     "Chrome trace events (Perfetto, chrome://tracing); %h is the host, %p the pid, %r the rank in "
+     "MPI_COMM_WORLD, which is appended when the name has neither %p nor %r; fastreduce-trace merges the ranks' files"},
+    [FR_S_METRICS] = {"FASTREDUCE_METRICS", "", FR_SET_STRING, F(metrics), NULL, 0, FR_WHEN_OBSERVE, FR_SUB_INIT,
+     "Prometheus metrics, a comma list: http:PORT (an HTTP endpoint /metrics on PORT plus the rank's local "
+     "rank), file:PATH (a text file for the node exporter's textfile collector, rewritten atomically every "
+     "FASTREDUCE_METRICS_INTERVAL; %h, %p and %r as in FASTREDUCE_TIMELINE)"},
+    [FR_S_METRICS_INTERVAL] = {"FASTREDUCE_METRICS_INTERVAL", "15", FR_SET_SECONDS, F(metrics_interval), NULL, 0,
+     FR_WHEN_OBSERVE, FR_SUB_INIT, "seconds between rewrites of FASTREDUCE_METRICS's file (more than 0)"},
 };
 const int fr_nsettings = FR_S_COUNT;
 

@@ -24,6 +24,7 @@ typedef enum {
     FR_S_TIMEOUT, FR_S_CHECK, FR_S_SHM_SIZE, FR_S_SHM_STREAM, FR_S_PROGRESS, FR_S_FUSION_BYTES, FR_S_FUSION_BUFFER_MAX,
     FR_S_ZERO_COPY, FR_S_HUGE_PAGES,
     FR_S_DISABLE, FR_S_STATS, FR_S_NCCL_TUNER,
+    FR_S_TIMELINE, FR_S_METRICS, FR_S_METRICS_INTERVAL,
     FR_S_COUNT
 } fr_setting_id_t;
 
@@ -48,6 +49,7 @@ typedef enum {
     FR_WHEN_INTERPOSE,  /* once, at the first FR_Allreduce or FR_Bcast (the interposer's MPI_* calls) */
     FR_WHEN_NCCL,       /* at a communicator's NCCL set-up (its first device-buffer call, or nccl_eager) */
     FR_WHEN_ALLOC,      /* at each fr_mem_alloc */
+    FR_WHEN_OBSERVE,    /* once, at the first fr_comm_create: the timeline and the metrics (lib/api/observe.c) */
     FR_WHEN_COUNT
 } fr_setting_when_t;
 
@@ -92,6 +94,8 @@ typedef struct fr_settings {
     long     zero_copy, huge_pages;
     long     disable, stats;
     int      nccl_tuner;        /* fr_nccl_tuner_mode_t */
+    char    *timeline, *metrics;
+    double   metrics_interval;
     unsigned char src[FR_S_COUNT];  /* fr_setting_src_t of each */
     unsigned loaded;            /* FR_S_BIT of each row loaded */
 } fr_settings_t;

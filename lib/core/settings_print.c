@@ -12,7 +12,7 @@ const char *fr_setting_src_name(int src)
 const char *fr_setting_when_name(int when)
 {
     static const char *const n[] = {"fr_comm_create", "logger start", "first FR_Allreduce or FR_Bcast", "NCCL set-up",
-                                    "each fr_mem_alloc"};
+                                    "each fr_mem_alloc", "first fr_comm_create"};
     return when >= 0 && when < FR_WHEN_COUNT ? n[when] : "?";
 }
 

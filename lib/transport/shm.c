@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "shm.h"
+#include "trace.h"
 #include "settings.h"
 #include "log.h"
 #include "wait.h"
@@ -23,13 +24,6 @@
  * dies several times (fr_corepair measures both; docs/performance.md). */
 #define FR_SHM_PROBE 64u
 #define FR_SHM_PROBE_FIRST 4u
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* A put's size class: [4K,16K) 0, [16K,64K) 1, [64K,256K) 2, from 256K 3
  * (a small put's time per byte is larger, so each class has its own
@@ -62,10 +56,10 @@ void fr_shm_put(fr_shm_t *s, void *dst, const void *src, size_t n)
         s->probe[c] = FR_SHM_PROBE;
     }
     const int stream = s->streaming != probe;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = fr_now_ns();
     if (stream) fr_copy_stream(dst, src, n);
     else fr_copy(dst, src, n);
-    double dt = (double)(now_ns() - t0);
+    double dt = (double)(fr_now_ns() - t0);
     if (stream) {
         /* the reference: the faster of the class's last two (one may have
          * been preempted) */
@@ -141,6 +135,7 @@ static fr_status_t wait_range(struct fr_comm *comm, int lo, int hi, const flags_
         }
         w.start_ns = 0;  /* (a raised flag is progress: the timeout counts from it) */
     }
+    fr_wait_done(&w);
     return FR_SUCCESS;
 }
 

@@ -513,7 +513,11 @@ fr_status_t fr_p2p_wait(struct fr_comm *comm, fr_req_t *reqs, int n)
     int pending, done, expired = 0;
     for (;;) {
         FR_CHECK(scan(comm, reqs, n, &pending, &done));
-        if (!pending) return FR_SUCCESS;
+        if (!pending) {
+            fr_wait_done(&wt);
+            return FR_SUCCESS;
+        }
+        if (!wt.trace_ns) wt.trace_ns = fr_trace_begin();
         /* (expired at the last pass, and this scan found them still pending) */
         if (expired) return p2p_timeout(comm, reqs, n);
         /* a completed request is progress: the timeout counts from it */

@@ -31,13 +31,6 @@ void fr_backoff(uint64_t *polls, uint64_t spin)
     else cpu_relax();
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 fr_status_t fr_wait_setup(struct fr_comm *comm)
 {
     double t = comm->set.timeout_s;
@@ -59,13 +52,14 @@ fr_status_t fr_wait_setup(struct fr_comm *comm)
 
 int fr_wait_expired(const struct fr_comm *comm, fr_wait_t *w)
 {
-    uint64_t t = now_ns();
+    uint64_t t = fr_now_ns();
     if (!w->start_ns) { w->start_ns = t; return 0; }
     return t - w->start_ns >= comm->timeout_ns;
 }
 
 int fr_wait_poll(const struct fr_comm *comm, fr_wait_t *w)
 {
+    if (!w->polls && !w->trace_ns) w->trace_ns = fr_trace_begin();
     fr_backoff(&w->polls, comm->spin);
     return fr_wait_due(comm, w) && fr_wait_expired(comm, w);
 }

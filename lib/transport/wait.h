@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <mpi.h>
 #include "comm.h"
+#include "trace.h"
 
 /* The spin-then-yield step used by every waiting loop. */
 void fr_backoff(uint64_t *polls, uint64_t spin);
@@ -21,8 +22,18 @@ void fr_backoff(uint64_t *polls, uint64_t spin);
 typedef struct fr_wait {
     uint64_t polls;     /* unsuccessful polls so far (drives the spin-then-yield) */
     uint64_t start_ns;  /* when the clock was first read, 0 before */
+    uint64_t trace_ns;  /* the first unsuccessful poll, where the call is observed (trace.h); 0 otherwise */
 } fr_wait_t;
-#define FR_WAIT_INIT {0, 0}
+#define FR_WAIT_INIT {0, 0, 0}
+
+/* The wait succeeded: an observed call gets it as a phase. */
+static inline void fr_wait_done(fr_wait_t *w)
+{
+    if (__builtin_expect(w->trace_ns != 0, 0)) {
+        fr_trace_end(FR_PH_WAIT, w->trace_ns);
+        w->trace_ns = 0;
+    }
+}
 
 /* The communicator's reliability settings (FASTREDUCE_TIMEOUT, _CHECK):
  * rank 0's, on every rank (collective). */
