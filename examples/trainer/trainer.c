@@ -237,8 +237,12 @@ static void print_epoch(const run_t *r, int e, double loss, double acc, int step
 static double epoch(run_t *r, int e)
 {
     const shape_t *s = &r->shape;
+    /* (the spans: bars of the program's own in FASTREDUCE_TIMELINE's timeline) */
+    fr_span_begin("epoch");
     double t0 = MPI_Wtime(), busy = 0;
+    fr_span_begin("data");
     int n = load_shard(r->o.data, &r->xs, &r->ys), steps, correct = 0;
+    fr_span_end();
     double t_data = MPI_Wtime() - t0, lsum = 0;
     MPI_Allreduce(&n, &steps, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);   /* every rank takes as many steps */
     steps /= r->o.batch;
@@ -247,15 +251,22 @@ static double epoch(run_t *r, int e)
         double c0 = MPI_Wtime();
         size_t first = (size_t)k * r->o.batch;
         memset(r->g.flat, 0, sizeof(float) * s->n);
+        fr_span_begin("compute");
         lsum += train_step(s, &r->m, &r->g, &r->wk, r->xs + first * NF, r->ys + first, &correct,
                            r->o.overlap ? reduce_start : NULL, &r->red);
+        fr_span_end();
+        fr_span_begin("communication");
         reduce_finish(&r->red);
+        fr_span_end();
+        fr_span_begin("optimizer");
         for (size_t i = 0; i < s->n; i++) r->m.flat[i] -= (float)r->o.lr * r->g.flat[i];
+        fr_span_end();
         busy += MPI_Wtime() - c0;
     }
     double tot[2] = { lsum, (double)correct }, all[2], seen = (double)steps * r->o.batch * np;
     MPI_Allreduce(tot, all, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     times_t t = { MPI_Wtime() - t0, t_data, busy - r->red.exposed_s, r->red.comm_s, r->red.exposed_s };
+    fr_span_end();
     if (me == 0) print_epoch(r, e, all[0] / seen, all[1] / seen, steps, &t);
     return all[0] / seen;
 }

@@ -28,7 +28,8 @@ from . import _buffers, _shared
 from ._lib import find_library, load
 
 __all__ = ["Comm", "Work", "FastReduceError", "ArgumentError", "SUM", "PROD", "MIN", "MAX", "AVG", "version",
-           "cuda_support", "find_library", "empty", "shared_buffer", "is_shared", "last_zero_copy"]
+           "cuda_support", "find_library", "empty", "shared_buffer", "is_shared", "last_zero_copy",
+           "span"]
 
 # fr_status_t values (include/fastreduce.h)
 _STATUS = ["FR_SUCCESS", "FR_ERR_INVALID_ARG", "FR_ERR_NULL_POINTER", "FR_ERR_COUNT", "FR_ERR_ROOT",
@@ -106,6 +107,22 @@ def is_shared(obj):
 def last_zero_copy():
     """Whether this thread's last blocking collective went zero-copy."""
     return bool(_lib.fr_last_zero_copy())
+
+
+class span:
+    """A span of the program's own work in the timeline (FASTREDUCE_TIMELINE):
+    ``with fastreduce.span("compute"): ...``; nothing without the timeline."""
+
+    def __init__(self, name):
+        self.name = str(name).encode("utf-8", "replace")
+
+    def __enter__(self):
+        _lib.fr_span_begin(self.name)
+        return self
+
+    def __exit__(self, *exc):
+        _lib.fr_span_end()
+        return False
 
 
 def _buf(obj, writable, what, addr=True):

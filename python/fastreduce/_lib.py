@@ -49,6 +49,8 @@ def _signatures(lib):
     lib.fr_mem_alloc.argtypes = [S, ctypes.POINTER(P)]
     lib.fr_mem_free.argtypes = [P]
     lib.fr_mem_shared.argtypes = [P, S]
+    lib.fr_span_begin.argtypes = [ctypes.c_char_p]
+    lib.fr_span_begin.restype = lib.fr_span_end.restype = None
     for f in ("fr_allreduce_algorithm", "fr_bcast_algorithm", "fr_allreduce_algorithm_device",
               "fr_bcast_algorithm_device"):
         getattr(lib, f).restype = ctypes.c_char_p
