@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test: install what is missing, build with Open MPI (with CUDA and NCCL
 # when found) and with MPICH (without them), run `make check` in both, the
-# Python package's tests (both builds), the reliability runs (sanitizers,
+# Python package's tests and the observability tests (tests/observe: a
+# Prometheus server, the timeline; both builds), the reliability runs (sanitizers,
 # valgrind, fuzzing, network namespaces) and make distcheck. Ends with the
 # line "N passed, M failed".
 # Environment: FR_SKIP_RELIABILITY=1 skips the reliability runs,
@@ -58,6 +59,19 @@ for mpi in openmpi mpich; do
     "$top/scripts/test_python.sh" "$top/build-$mpi" "$cc" "$run" | tee "$top/build-$mpi/python.out" | grep -E "^(FAIL|python)" || status=1
     read -r p f < <(sed -n 's/^python: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$top/build-$mpi/python.out")
     passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
+    # Observability: a real Prometheus server scrapes the ranks, the textfile
+    # parses with prometheus_client, the merged timeline names the late rank.
+    echo "=== observe: metrics and timeline under $run ($mpi build; Prometheus, prometheus_client)"
+    "$top/tests/observe/run.sh" "$top/build-$mpi" "$run" >"$top/build-$mpi/observe.out" 2>&1
+    rc=$?
+    grep -E "^(FAIL|observe)" "$top/build-$mpi/observe.out"
+    if [ $rc = 77 ]; then
+        echo "observe: skipped"
+    else
+        read -r p f < <(sed -n 's/^observe: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$top/build-$mpi/observe.out")
+        [ $rc = 0 ] || status=1
+        passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
+    fi
 done
 # Reliability: ASan+UBSan, valgrind memcheck, the libFuzzer targets, and two
 # hosts made of network namespaces (root only). Each ends with a line

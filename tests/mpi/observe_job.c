@@ -1,0 +1,144 @@
+/* observe_job: a job whose collectives are known in advance, for the
+ * observability tests (tests/observe/run.sh): a real Prometheus server
+ * scrapes its ranks, and its timeline is merged and read back.
+ *
+ * For every host algorithm in the registry, forced in turn on a
+ * communicator of its own (fr_config_t.algo), each rank makes --calls
+ * blocking calls of that algorithm's collective (counts 1 to 4096 floats,
+ * uneven; bcast roots in turn) and checks every result against a closed
+ * formula; then --calls non-blocking allreduces on a communicator of the
+ * table's choice. With --late R --every K --sleep-ms S, rank R sleeps S ms
+ * before every K-th call. The communicators are destroyed, then
+ * --expect FILE (rank 0) gets what was made, one line per kind:
+ *   COLLECTIVE ALGORITHM CALLS BYTES
+ * (the algorithm as fr_last_algorithm() named it: the forced one, or the
+ * table's where the forced one declined), and with --hold FILE every rank waits (at most 120 s) until FILE
+ * exists, so that the metrics' endpoints stay up to be scraped.
+ *
+ * Prints "observe_job np=N: X passed, Y failed".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "forced.h"
+#include "testutil.h"
+
+#define MAX_KINDS 40
+
+typedef struct { const char *coll, *alg; long calls; double bytes; } kind_t;
+
+static kind_t kinds[MAX_KINDS];
+static int nkinds;
+static int late = -1, every = 10, sleep_ms = 20;
+
+static void count(const char *coll, const char *alg, size_t bytes)
+{
+    int i;
+    for (i = 0; i < nkinds; i++)
+        if (!strcmp(kinds[i].coll, coll) && !strcmp(kinds[i].alg, alg)) break;
+    if (i == nkinds && nkinds < MAX_KINDS) kinds[nkinds++] = (kind_t){coll, alg, 0, 0};
+    if (i < nkinds) {
+        kinds[i].calls++;
+        kinds[i].bytes += (double)bytes;
+    }
+}
+
+/* The late rank's delay before call @p k of a series. */
+static void maybe_late(long k)
+{
+    if (tu.rank == late && k % every == 0) usleep((useconds_t)sleep_ms * 1000);
+}
+
+static size_t count_of(long k) { return (size_t)(1 + (k * 613) % 4096); }
+
+static void blocking(const fr_alg_t *a, long calls)
+{
+    char spec[64];
+    fr_config_t cfg = FR_CONFIG_INIT;
+    cfg.algo = tu_force_spec(a, spec, sizeof spec);
+    fr_comm_t c;
+    tu_begin("%s forced: %ld calls", a->name, calls);
+    if (!TU_CHECK(fr_comm_create(MPI_COMM_WORLD, &cfg, &c) == FR_SUCCESS, "fr_comm_create: %s", fr_last_error()))
+        return;
+    float *buf = malloc(4096 * sizeof *buf);
+    for (long k = 1; k <= calls && buf; k++) {
+        size_t n = count_of(k);
+        maybe_late(k);
+        fr_status_t st;
+        int root = (int)(k % tu.size);
+        for (size_t i = 0; i < n; i++) buf[i] = (float)(tu.rank + 1 + (long)(i % 7));
+        if (a->coll == FR_COLL_ALLREDUCE) st = fr_allreduce(FR_IN_PLACE, buf, n, FR_FLOAT32, FR_SUM, c);
+        else st = fr_bcast(buf, n, FR_FLOAT32, root, c);
+        if (!TU_CHECK(st == FR_SUCCESS, "call %ld: %s", k, fr_last_error())) break;
+        int bad = 0;
+        for (size_t i = 0; i < n && !bad; i++) {
+            long want = a->coll == FR_COLL_ALLREDUCE ? (long)tu.size * (tu.size + 1) / 2 + (long)tu.size * (long)(i % 7)
+                                                     : root + 1 + (long)(i % 7);
+            bad = buf[i] != (float)want;
+        }
+        TU_CHECK(!bad, "call %ld: wrong result", k);
+        /* (an algorithm that declines a call, as hier does on one node, leaves it to the table) */
+        count(fr_coll_name(a->coll), fr_last_algorithm(), n * sizeof(float));
+    }
+    free(buf);
+    TU_CHECK(fr_comm_destroy(c) == FR_SUCCESS, "fr_comm_destroy: %s", fr_last_error());
+}
+
+static void nonblocking(long calls)
+{
+    fr_comm_t c;
+    tu_begin("fr_iallreduce: %ld calls", calls);
+    if (!TU_CHECK(fr_comm_create(MPI_COMM_WORLD, NULL, &c) == FR_SUCCESS, "fr_comm_create: %s", fr_last_error()))
+        return;
+    float *buf = calloc(4096, sizeof *buf);
+    for (long k = 1; k <= calls && buf; k++) {
+        size_t n = count_of(k);
+        maybe_late(k);
+        for (size_t i = 0; i < n; i++) buf[i] = 1.0f;
+        fr_request_t r;
+        fr_status_t st = fr_iallreduce(FR_IN_PLACE, buf, n, FR_FLOAT32, FR_SUM, c, &r);
+        if (st == FR_SUCCESS) st = fr_wait(&r);
+        if (!TU_CHECK(st == FR_SUCCESS, "request %ld: %s", k, fr_last_error())) break;
+        TU_CHECK(buf[0] == (float)tu.size && buf[n - 1] == (float)tu.size, "request %ld: wrong result", k);
+        count("allreduce", fr_last_algorithm(), n * sizeof(float));
+    }
+    free(buf);
+    TU_CHECK(fr_comm_destroy(c) == FR_SUCCESS, "fr_comm_destroy: %s", fr_last_error());
+}
+
+int main(int argc, char **argv)
+{
+    const char *expect = NULL, *hold = NULL;
+    long calls = 50;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--calls")) calls = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--late")) late = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--every")) every = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--sleep-ms")) sleep_ms = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--expect")) expect = argv[i + 1];
+        else if (!strcmp(argv[i], "--hold")) hold = argv[i + 1];
+    }
+    if (every < 1) every = 1;
+    MPI_Init(&argc, &argv);
+    tu_init("observe_job");
+    const fr_alg_t *algs[TU_MAX_FORCED];
+    for (int coll = FR_COLL_ALLREDUCE; coll <= FR_COLL_BCAST; coll++) {
+        int n = tu_forced("observe_job", (fr_coll_t)coll, 0, algs);
+        for (int i = 0; i < n; i++) blocking(algs[i], calls);
+    }
+    nonblocking(calls);
+    if (expect && tu.rank == 0) {
+        FILE *f = fopen(expect, "w");
+        for (int i = 0; f && i < nkinds; i++)
+            fprintf(f, "%s %s %ld %.0f\n", kinds[i].coll, kinds[i].alg, kinds[i].calls, kinds[i].bytes);
+        if (!f || fclose(f)) fprintf(stderr, "observe_job: cannot write %s\n", expect);
+    }
+    if (hold) {
+        /* (each rank's endpoint is served by the library's thread meanwhile) */
+        for (int t = 0; t < 1200 && access(hold, F_OK); t++) usleep(100000);
+    }
+    int rc = tu_finish();
+    MPI_Finalize();
+    return rc;
+}

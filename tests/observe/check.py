@@ -1,0 +1,339 @@
+"""The observability tests, run by tests/observe/run.sh.
+
+Each check prints "PASS name" or "FAIL name: why"; the last line is
+"observe: N passed, M failed". The references are independent of the
+library: the job (tests/mpi/observe_job.c) counts the calls it makes, the
+counters are read back through a real Prometheus server's HTTP API and
+through prometheus_client's parser, and the timeline is checked against
+the calls and the late rank the job was told to have.
+"""
+import argparse
+import glob
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+RESULTS = {"passed": 0, "failed": 0}
+
+
+def report(name, ok, why=""):
+    RESULTS["passed" if ok else "failed"] += 1
+    print(("PASS %s" % name) if ok else ("FAIL %s: %s" % (name, why)), flush=True)
+    return ok
+
+
+def free_ports(n, start=20000):
+    """The first of n consecutive ports that nothing listens on."""
+    for base in range(start, 60000, 97):
+        socks = []
+        try:
+            for p in range(base, base + n):
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(("0.0.0.0", p))
+                socks.append(s)
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free ports")
+
+
+class Job:
+    """One launch of observe_job under the build's MPI launcher."""
+
+    def __init__(self, args, np, env, job_args):
+        self.env = dict(os.environ, **env)
+        flags = []
+        if os.path.basename(args.mpiexec).startswith("mpirun"):
+            flags = ["--oversubscribe", "--bind-to", "none"]
+            for k in env:
+                flags += ["-x", k]
+        cmd = [args.mpiexec] + flags + ["-n", str(np), os.path.join(args.build, "tests/mpi/observe_job")] + job_args
+        self.out = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(cmd, env=self.env, stdout=self.out, stderr=subprocess.STDOUT)
+
+    def finish(self, timeout=300):
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = -9
+        self.out.seek(0)
+        return rc, self.out.read()
+
+
+def job_ok(rc, out):
+    return rc == 0 and " 0 failed" in out and "FAIL" not in out
+
+
+def read_expect(path, np):
+    """{(collective, algorithm): (calls, bytes)} of one rank."""
+    want = {}
+    with open(path) as f:
+        for line in f:
+            coll, alg, calls, nbytes = line.split()
+            want[(coll, alg)] = (int(calls), int(nbytes))
+    return want
+
+
+class Prometheus:
+    """A real Prometheus server scraping the ranks' endpoints every second."""
+
+    def __init__(self, work, targets):
+        self.port = free_ports(1, 19100)
+        cfg = os.path.join(work, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                    "scrape_configs:\n  - job_name: fastreduce\n    static_configs:\n"
+                    "      - targets: [%s]\n" % ", ".join("'%s'" % t for t in targets))
+        self.log = open(os.path.join(work, "prometheus.log"), "w")
+        self.proc = subprocess.Popen(
+            ["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + os.path.join(work, "tsdb"),
+             "--web.listen-address=127.0.0.1:%d" % self.port, "--log.level=warn"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen("http://127.0.0.1:%d/-/ready" % self.port, timeout=2)
+                return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError("Prometheus did not get ready in 60 s (see %s)" % self.log.name)
+
+    def query(self, expr):
+        url = "http://127.0.0.1:%d/api/v1/query?%s" % (self.port, urllib.parse.urlencode({"query": expr}))
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = json.load(r)
+        if body.get("status") != "success":
+            raise RuntimeError("query %s: %s" % (expr, body))
+        return body["data"]["result"]
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def by_kind(result):
+    return {(r["metric"].get("collective"), r["metric"].get("algorithm")): float(r["value"][1]) for r in result}
+
+
+def prometheus_test(args, np):
+    """A np-rank job scraped by Prometheus: its counters are the calls the job made."""
+    work = tempfile.mkdtemp(prefix="fr-observe-np%d-" % np)
+    base = free_ports(np)
+    prom = Prometheus(work, ["127.0.0.1:%d" % (base + r) for r in range(np)])
+    expect, hold = os.path.join(work, "expect"), os.path.join(work, "hold")
+    env = {"FASTREDUCE_METRICS": "http:%d,file:%s/m.%%r.prom" % (base, work), "FASTREDUCE_METRICS_INTERVAL": "1"}
+    job = Job(args, np, env, ["--calls", "20", "--expect", expect, "--hold", hold])
+    try:
+        deadline = time.time() + 240
+        while not os.path.exists(expect) and job.proc.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        if not report("np=%d: the job made its calls" % np, os.path.exists(expect), "no %s" % expect):
+            return
+        want = read_expect(expect, np)
+        # every rank makes the same calls: Prometheus sums np of each
+        total = {k: np * c for k, (c, b) in want.items()}
+        nbytes = {k: np * b for k, (c, b) in want.items()}
+        got = {}
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            got = by_kind(prom.query('sum by (collective, algorithm) (fastreduce_collective_calls_total{job="fastreduce"})'))
+            if got == total:
+                break
+            time.sleep(1)
+        report("np=%d: Prometheus' sum of fastreduce_collective_calls_total is the job's calls" % np,
+               got == total, "Prometheus %s, job %s" % (sorted(got.items()), sorted(total.items())))
+        up = prom.query('count(up{job="fastreduce"} == 1)')
+        report("np=%d: Prometheus scraped every rank's endpoint" % np,
+               bool(up) and int(float(up[0]["value"][1])) == np, "up: %s" % up)
+        gotb = by_kind(prom.query('sum by (collective, algorithm) (fastreduce_collective_bytes_total)'))
+        report("np=%d: fastreduce_collective_bytes_total is the job's bytes" % np, gotb == nbytes,
+               "%s vs %s" % (sorted(gotb.items()), sorted(nbytes.items())))
+        hist = by_kind(prom.query('sum by (collective, algorithm) (fastreduce_collective_seconds_count)'))
+        report("np=%d: the histogram's _count is the calls" % np, hist == total, "%s" % sorted(hist.items()))
+        per_rank = prom.query('sum by (rank) (fastreduce_collective_calls_total)')
+        want_rank = sum(c for c, b in want.values())
+        report("np=%d: each rank counted its own calls" % np,
+               len(per_rank) == np and all(int(float(r["value"][1])) == want_rank for r in per_rank),
+               "%s" % per_rank)
+        if np == 2:
+            print("np=2 Prometheus answer to sum by (collective, algorithm) (fastreduce_collective_calls_total):")
+            for k in sorted(got):
+                print("    %-10s %-20s %d" % (k[0], k[1], got[k]))
+    finally:
+        open(hold, "w").close()
+        rc, out = job.finish()
+        prom.stop()
+    report("np=%d: the job passed" % np, job_ok(rc, out), "exit %d:\n%s" % (rc, out[-3000:]))
+    textfile_test(args, np, work, want)
+
+
+def textfile_test(args, np, work, want):
+    """The node exporter's textfile of each rank parses and holds its calls."""
+    for r in range(np):
+        path = os.path.join(work, "m.%d.prom" % r)
+        try:
+            with open(path) as f:
+                text = f.read()
+            fams = {m.name: m for m in text_string_to_metric_families(text)}
+        except Exception as e:  # a parse error is the failure reported
+            report("np=%d rank %d: the textfile parses" % (np, r), False, "%s: %s" % (path, e))
+            continue
+        calls = {}
+        for s in fams["fastreduce_collective_calls"].samples:
+            if s.labels.get("rank") != str(r):
+                continue
+            k = (s.labels["collective"], s.labels["algorithm"])
+            calls[k] = calls.get(k, 0) + int(s.value)
+        report("np=%d rank %d: the textfile's counters are the rank's calls" % (np, r),
+               calls == {k: c for k, (c, b) in want.items()}, "%s" % sorted(calls.items()))
+        leftovers = glob.glob(os.path.join(work, "m.%d.prom.*.tmp" % r))
+        report("np=%d rank %d: no temporary file left" % (np, r), not leftovers, "%s" % leftovers)
+    dash = os.path.join(args.top, "tools/grafana/check_dashboard.py")
+    if np == 2 and os.path.exists(dash):
+        p = subprocess.run([sys.executable, dash, os.path.join(args.top, "tools/grafana/fastreduce.json"),
+                            os.path.join(work, "m.0.prom")], capture_output=True, text=True)
+        report("the Grafana dashboard's metrics are the library's", p.returncode == 0, p.stdout + p.stderr)
+
+
+def late_rows(out):
+    """The first data row's rank of each late-rank report the library printed."""
+    firsts, lines = [], out.splitlines()
+    for i, line in enumerate(lines):
+        if "fastreduce LATE" in line and "others_waited_s" in line and i + 1 < len(lines):
+            firsts.append(int(lines[i + 1].split("LATE")[1].split()[0]))
+    return firsts
+
+
+def nesting_errors(events):
+    """Phases outside their call, or calls without phases, in a merged trace."""
+    calls = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "collective":
+            calls[(e["pid"], e["args"]["comm"], e["args"]["call"])] = e
+    bad = []
+    for e in events:
+        if e.get("ph") != "X" or e.get("cat") != "phase":
+            continue
+        c = calls.get((e["pid"], e["args"]["comm"], e["args"]["call"]))
+        eps = 0.002  # (the files' microseconds have three decimals)
+        if not c or c["tid"] != e["tid"] or e["ts"] < c["ts"] - eps or e["ts"] + e["dur"] > c["ts"] + c["dur"] + eps:
+            bad.append(e)
+    return calls, bad
+
+
+def timeline_test(args):
+    """A 3-rank job whose rank 2 sleeps before every tenth call."""
+    np, late, every, sleep_ms = 3, 2, 10, 50
+    work = tempfile.mkdtemp(prefix="fr-observe-timeline-")
+    env = {"FASTREDUCE_TIMELINE": os.path.join(work, "t.%r.json"), "FASTREDUCE_STATS": "1"}
+    job = Job(args, np, env, ["--calls", "30", "--late", str(late), "--every", str(every),
+                              "--sleep-ms", str(sleep_ms), "--expect", os.path.join(work, "expect")])
+    rc, out = job.finish()
+    report("timeline: the job passed", job_ok(rc, out), "exit %d:\n%s" % (rc, out[-3000:]))
+    firsts = late_rows(out)
+    report("timeline: FASTREDUCE_STATS's late-rank report names rank %d first on every communicator" % late,
+           len(firsts) >= 10 and all(r == late for r in firsts), "first rows: %s\n%s" % (firsts, out[-2000:]))
+    files = sorted(glob.glob(os.path.join(work, "t.*.json")))
+    merged, png, rep = (os.path.join(work, n) for n in ("merged.json", "timeline.png", "late.json"))
+    tool = os.path.join(args.top, "tools/fastreduce-trace")
+    p = subprocess.run([sys.executable, tool, "-o", merged, "--png", png, "--json-report", rep] + files,
+                       capture_output=True, text=True)
+    if not report("timeline: fastreduce-trace merges the ranks' files", p.returncode == 0 and len(files) == np,
+                  "%d files; exit %d: %s" % (len(files), p.returncode, p.stdout[-1000:] + p.stderr[-2000:])):
+        return
+    print(p.stdout)
+    with open(merged) as f:
+        events = json.load(f)["traceEvents"]
+    calls, bad = nesting_errors(events)
+    report("timeline: every phase nests inside its call", not bad and calls, "%d outside: %s" % (len(bad), bad[:3]))
+    seen = {}
+    for (pid, comm, seq) in calls:
+        seen.setdefault((comm, seq), set()).add(pid)
+    want_calls = sum(int(line.split()[2]) for line in open(os.path.join(work, "expect")))
+    missing = [k for k, ranks in seen.items() if ranks != set(range(np))]
+    report("timeline: every call appears on every rank", not missing and len(seen) == want_calls,
+           "%d calls in the trace, %d made; on some ranks only: %s" % (len(seen), want_calls, missing[:5]))
+    # the late rank came last to the calls it slept before, on the aligned clocks
+    arrivals = {}
+    for (pid, comm, seq), e in calls.items():
+        arrivals.setdefault((comm, seq), {})[pid] = e["ts"]
+    slept = [a for (comm, seq), a in arrivals.items() if seq % every == 0]
+    last = sum(1 for a in slept if max(a, key=a.get) == late)
+    report("timeline: rank %d arrived last at the calls it slept before" % late,
+           slept and last >= 0.9 * len(slept), "%d of %d" % (last, len(slept)))
+    with open(rep) as f:
+        lr = json.load(f)
+    tops = [max(c["per_rank"], key=lambda x: x["waited_s"])["rank"] for c in lr.values() if c["per_rank"]]
+    report("timeline: the merged trace's late-rank report names rank %d" % late,
+           len(tops) >= 10 and all(t == late for t in tops), "%s" % tops)
+    with open(png, "rb") as f:
+        head = f.read(8)
+    report("timeline: the PNG is written", head == b"\x89PNG\r\n\x1a\n" and os.path.getsize(png) > 10000,
+           "%s, %d bytes" % (head, os.path.getsize(png)))
+
+
+def malformed_test(args):
+    """Bad settings warn and the job runs on without the output."""
+    work = tempfile.mkdtemp(prefix="fr-observe-bad-")
+    busy = socket.socket()
+    busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    port = free_ports(2)
+    busy.bind(("0.0.0.0", port))
+    busy.listen(1)
+    cases = [
+        ("a port in use", {"FASTREDUCE_METRICS": "http:%d" % port}, "cannot serve HTTP on port %d" % port),
+        ("an unwritable timeline", {"FASTREDUCE_TIMELINE": "/proc/no-such-dir/t.json"}, "FASTREDUCE_TIMELINE="),
+        ("an unwritable metrics file", {"FASTREDUCE_METRICS": "file:/proc/no-such-dir/m.prom"},
+         "FASTREDUCE_METRICS: cannot write"),
+        ("a malformed interval", {"FASTREDUCE_METRICS": "file:%s/m.%%r.prom" % work,
+                                  "FASTREDUCE_METRICS_INTERVAL": "soon"}, "FASTREDUCE_METRICS_INTERVAL"),
+        ("a zero interval", {"FASTREDUCE_METRICS": "file:%s/z.%%r.prom" % work,
+                             "FASTREDUCE_METRICS_INTERVAL": "0"}, "must be more than 0"),
+        ("a port out of range", {"FASTREDUCE_METRICS": "http:70000"}, "not http:PORT"),
+        ("an unknown output", {"FASTREDUCE_METRICS": "ftp:somewhere"}, "neither http:PORT nor file:PATH"),
+    ]
+    try:
+        for name, env, warning in cases:
+            rc, out = Job(args, 2, env, ["--calls", "3"]).finish()
+            report("malformed: %s warns and the job runs on" % name, job_ok(rc, out) and warning in out,
+                   "exit %d, warning '%s' %s:\n%s" % (rc, warning, "found" if warning in out else "missing",
+                                                      out[-2000:]))
+    finally:
+        busy.close()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--mpiexec", required=True)
+    ap.add_argument("--top", required=True)
+    args = ap.parse_args()
+    for test in (lambda: prometheus_test(args, 2), lambda: prometheus_test(args, 4), lambda: timeline_test(args),
+                 lambda: malformed_test(args)):
+        try:
+            test()
+        except Exception as e:  # one broken step is a failure, and the others still run
+            report("observe step", False, "%s: %s" % (type(e).__name__, e))
+    print("observe: %d passed, %d failed" % (RESULTS["passed"], RESULTS["failed"]))
+    return 1 if RESULTS["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
