@@ -18,9 +18,9 @@
 fr_status_t fr_observe_comm(struct fr_comm *comm);
 
 /* A collective starts on this thread (@p t_issue: when it was queued, 0 if
- * it was not): fills @p rec and returns what fr_observe_end gives back,
- * or nothing observes @p comm and *on is 0. */
-fr_trace_call_t *fr_observe_begin(struct fr_comm *comm, fr_trace_call_t *rec, uint64_t t_issue, int *on);
+ * it was not) on a communicator observed (comm->obs): fills @p rec and
+ * returns what fr_observe_end gives back. */
+fr_trace_call_t *fr_observe_begin(struct fr_comm *comm, fr_trace_call_t *rec, uint64_t t_issue);
 /* It ended with @p st: algorithm @p alg (an index into the registry, -1
  * when none ran), its call number @p seq. */
 void fr_observe_end(struct fr_comm *comm, const fr_call_t *call, int alg, uint64_t seq, fr_trace_call_t *rec,

@@ -74,8 +74,8 @@ void fr_metrics_call(int coll, int alg, int cuda, int zcopy, size_t bytes, const
     ADD(&c->wait_ns, rec->ns[FR_PH_WAIT] + rec->ns[FR_PH_ARRIVE]);
     ADD(&c->arrive_ns, rec->ns[FR_PH_ARRIVE]);
     ADD(&c->queued_ns, rec->ns[FR_PH_QUEUED]);
-    int b = 0;
-    while (b < NBUCKET && (double)ns > bucket_le[b] * 1e9) b++;
+    int b = 0;   /* (bucket_le[b] is 4^b us: compared in integer ns) */
+    while (b < NBUCKET && ns > (1000ull << (2 * b))) b++;
     ADD(&c->bucket[b], 1);
 }
 

@@ -345,7 +345,7 @@ int fr_op_supported(fr_dtype_t dtype, fr_op_t op)
 void fr_reduce(void *inout, const void *in, size_t count, fr_dtype_t dtype, fr_op_t op)
 {
     fr_kernel_t k = fr_kernel_get(dtype, op);
-    uint64_t t0 = fr_trace_begin();
+    uint64_t t0 = fr_trace_begin_detail();
     if (k && count)
         k(inout, inout, in, count);
     fr_trace_end(FR_PH_REDUCE, t0);
@@ -355,7 +355,7 @@ void fr_reduce3(void *out, const void *a, const void *b, size_t count,
                 fr_dtype_t dtype, fr_op_t op)
 {
     fr_kernel_t k = fr_kernel_get(dtype, op);
-    uint64_t t0 = fr_trace_begin();
+    uint64_t t0 = fr_trace_begin_detail();
     if (k && count)
         k(out, a, b, count);
     fr_trace_end(FR_PH_REDUCE, t0);

@@ -1,29 +1,46 @@
-/* The timeline writer (timeline.h). */
+/* The timeline writer (timeline.h). A caller copies its call's record into
+ * a ring and goes on; a thread of the library formats the ring's records
+ * and writes them, so that the timeline costs a call a copy of a few
+ * hundred bytes rather than the formatting of a dozen events. Where the
+ * ring is full, or the thread could not be made, the caller writes. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include "log.h"
-#include "timeline.h"
+#include "timeline_json.h"
+
+#define RING 4096   /* records (about 1.2 KiB each at most) */
 
 static FILE *tl;
 static int tl_rank;
-static pthread_mutex_t tl_lock = PTHREAD_MUTEX_INITIALIZER;
-/* Phases shorter than this between two others are not written as data
- * movement of their own: they are the bookkeeping between two steps. */
-#define MIN_MOVE_NS 1000
+static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;   /* the file and the named threads */
+static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ring_cond = PTHREAD_COND_INITIALIZER;
+static fr_tl_rec_t *ring;
+static unsigned long head, tail;   /* records put, records written */
+static int writer_stop;
+static pthread_t writer;
+static pid_t writer_pid;           /* the process whose thread it is (not a forked child's) */
+static pid_t tl_pid;               /* the process that opened the file */
 
 /* The threads named so far, so that each gets its metadata event once. */
 #define MAX_THREADS 64
 static long named[MAX_THREADS];
 static int nnamed;
 
-static long my_tid(void) { return (long)syscall(SYS_gettid); }
+static long my_tid(void)
+{
+    static __thread long tid;
+    if (!tid) tid = (long)syscall(SYS_gettid);
+    return tid;
+}
 
-/* The thread's metadata event, once (lock held). */
+/* The thread's metadata event, once (file lock held). */
 static void name_thread(long tid, const char *name)
 {
     for (int i = 0; i < nnamed; i++)
@@ -41,24 +58,75 @@ static void name_thread(long tid, const char *name)
             tl_rank, tid, name);
 }
 
-/* @p in with the characters that JSON would need escaped replaced by '_'
- * (names the program or the system gives: spans, the host). */
-static void json_safe(const char *in, char *out, size_t len)
+/* Write @p r (file lock taken here). */
+static void write_rec(const fr_tl_rec_t *r)
 {
-    size_t o = 0;
-    for (const char *p = in; *p && o + 1 < len; p++)
-        out[o++] = ((unsigned char)*p >= 0x20 && *p != '"' && *p != '\\') ? *p : '_';
-    out[o] = '\0';
+    pthread_mutex_lock(&file_lock);
+    if (tl) {
+        name_thread(r->tid, NULL);
+        fr_tl_write(tl, tl_rank, r);
+    }
+    pthread_mutex_unlock(&file_lock);
 }
 
-/* Push the buffer to the file at most once a second (lock held), so that
- * a rank that is killed leaves all but its last second. */
-static void flush_now_and_then(uint64_t now)
+/* Write what the ring holds; the file is flushed after, so that a rank
+ * that is killed leaves all but its last moments. */
+static void drain(void)
 {
-    static uint64_t last;
-    if (now - last < 1000000000u) return;
-    last = now;
-    fflush(tl);
+    /* (one drainer at a time: the thread, or a caller flushing) */
+    static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&drain_lock);
+    pthread_mutex_lock(&ring_lock);
+    unsigned long from = tail, to = head;
+    pthread_mutex_unlock(&ring_lock);
+    if (from == to) {
+        pthread_mutex_unlock(&drain_lock);
+        return;
+    }
+    /* (producers write only at head, outside [from, to)) */
+    for (unsigned long i = from; i < to; i++) write_rec(&ring[i % RING]);
+    pthread_mutex_lock(&ring_lock);
+    tail = to;
+    pthread_mutex_unlock(&ring_lock);
+    pthread_mutex_lock(&file_lock);
+    if (tl) fflush(tl);
+    pthread_mutex_unlock(&file_lock);
+    pthread_mutex_unlock(&drain_lock);
+}
+
+static void *writer_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&ring_lock);
+    while (!writer_stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 200 * 1000 * 1000;   /* (at least five times a second) */
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (head == tail) pthread_cond_timedwait(&ring_cond, &ring_lock, &until);
+        pthread_mutex_unlock(&ring_lock);
+        drain();
+        pthread_mutex_lock(&ring_lock);
+    }
+    pthread_mutex_unlock(&ring_lock);
+    return NULL;
+}
+
+/* Hand @p r to the writer, or write it here when the ring is full. */
+static void put(const fr_tl_rec_t *r)
+{
+    pthread_mutex_lock(&ring_lock);
+    if (ring && head - tail < RING) {
+        memcpy(&ring[head % RING], r, fr_tl_rec_size(r));
+        if (++head - tail == RING / 2) pthread_cond_signal(&ring_cond);
+        pthread_mutex_unlock(&ring_lock);
+        return;
+    }
+    pthread_mutex_unlock(&ring_lock);
+    write_rec(r);
 }
 
 int fr_timeline_open(const char *pattern, int rank, const char *host)
@@ -77,16 +145,30 @@ int fr_timeline_open(const char *pattern, int rank, const char *host)
     }
     setvbuf(f, NULL, _IOFBF, 1 << 18);
     char safe_host[64];
-    json_safe(host, safe_host, sizeof safe_host);
-    pthread_mutex_lock(&tl_lock);
-    tl = f;
-    tl_rank = rank;
-    fprintf(tl, "[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d (%s)\"}},\n",
+    fr_tl_json_safe(host, safe_host, sizeof safe_host);
+    fprintf(f, "[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d (%s)\"}},\n",
             rank, rank, safe_host);
-    fprintf(tl, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}},\n",
+    fprintf(f, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}},\n",
             rank, rank);
-    fflush(tl);
-    pthread_mutex_unlock(&tl_lock);
+    fflush(f);
+    pthread_mutex_lock(&file_lock);
+    tl_rank = rank;
+    tl_pid = getpid();
+    __atomic_store_n(&tl, f, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&file_lock);
+    /* (without the ring or its thread, each caller writes its own records) */
+    fr_tl_rec_t *r = malloc(RING * sizeof *r);
+    pthread_mutex_lock(&ring_lock);
+    ring = r;
+    pthread_mutex_unlock(&ring_lock);
+    if (r && pthread_create(&writer, NULL, writer_main, NULL) == 0) {
+        writer_pid = getpid();
+    } else {
+        pthread_mutex_lock(&ring_lock);
+        ring = NULL;
+        pthread_mutex_unlock(&ring_lock);
+        free(r);
+    }
     return 1;
 }
 
@@ -94,110 +176,71 @@ int fr_timeline_on(void) { return __atomic_load_n(&tl, __ATOMIC_RELAXED) != NULL
 
 void fr_timeline_clock(int64_t offset_ns, uint64_t uncertainty_ns, const char *comm_key, int ref_rank)
 {
-    pthread_mutex_lock(&tl_lock);
+    pthread_mutex_lock(&file_lock);
     if (tl)
         fprintf(tl, "{\"name\":\"fastreduce_clock\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"offset_us\":%.3f,"
                 "\"uncertainty_us\":%.3f,\"comm\":\"%s\",\"reference_rank\":%d}},\n",
                 tl_rank, (double)offset_ns / 1e3, (double)uncertainty_ns / 1e3, comm_key, ref_rank);
-    pthread_mutex_unlock(&tl_lock);
-}
-
-/* One complete event (lock held); @p args is the inside of its args object. */
-static void event(const char *name, const char *cat, long tid, uint64_t t0, uint64_t t1, const char *args)
-{
-    fprintf(tl, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%ld,\"ts\":%.3f,\"dur\":%.3f,"
-            "\"args\":{%s}},\n", name, cat, tl_rank, tid, (double)t0 / 1e3, (double)(t1 - t0) / 1e3, args);
-}
-
-/* The time a request waited in its queue: an async event (a track of its
- * own), since requests queue while the thread that runs them runs others,
- * and complete events on one thread must nest. */
-static void queued(const fr_trace_call_t *rec, long tid, const char *args)
-{
-    static unsigned long id;
-    id++;
-    fprintf(tl, "{\"name\":\"queued\",\"cat\":\"queued\",\"ph\":\"b\",\"id\":%lu,\"pid\":%d,\"tid\":%ld,"
-            "\"ts\":%.3f,\"args\":{%s}},\n", id, tl_rank, tid, (double)rec->t_issue / 1e3, args);
-    fprintf(tl, "{\"name\":\"queued\",\"cat\":\"queued\",\"ph\":\"e\",\"id\":%lu,\"pid\":%d,\"tid\":%ld,"
-            "\"ts\":%.3f},\n", id, tl_rank, tid, (double)rec->t_start / 1e3);
-}
-
-/* The phases of @p rec inside its call, with data movement between them. */
-static void phases(const fr_trace_call_t *rec, long tid, const char *args)
-{
-    uint64_t at = rec->t_start;
-    for (int i = 0; i <= rec->nph; i++) {
-        uint64_t t0 = i < rec->nph ? rec->ph[i].t0 : rec->t_end;
-        if (t0 > at && (t0 - at >= MIN_MOVE_NS || i == rec->nph || at == rec->t_start))
-            event("move", "phase", tid, at, t0, args);
-        if (i == rec->nph) break;
-        uint64_t t1 = rec->ph[i].t1 > rec->t_end ? rec->t_end : rec->ph[i].t1;
-        if (t1 > t0 || rec->ph[i].kind == FR_PH_ARRIVE)
-            event(fr_phase_name((fr_phase_t)rec->ph[i].kind), "phase", tid, t0, t1 > t0 ? t1 : t0, args);
-        if (t1 > at) at = t1;
-    }
+    pthread_mutex_unlock(&file_lock);
 }
 
 void fr_timeline_call(const fr_tl_call_t *c, const fr_trace_call_t *rec)
 {
-    char args[640], ids[96];
-    snprintf(ids, sizeof ids, "\"comm\":\"%s\",\"call\":%lu", c->comm, (unsigned long)c->seq);
-    snprintf(args, sizeof args, "%s,\"bytes\":%zu,\"count\":%zu,\"buffers\":%zu,\"dtype\":\"%s\",\"op\":\"%s\","
-             "\"root\":%d,\"algorithm\":\"%s\",\"memory\":\"%s\",\"zero_copy\":%s,\"status\":\"%s\","
-             "\"queued_us\":%.3f,\"arrive_us\":%.3f,\"wait_us\":%.3f,\"reduce_us\":%.3f,\"move_us\":%.3f,"
-             "\"phases_dropped\":%d", ids, c->bytes, c->count, c->nbuf, c->dtype, c->op, c->root, c->algorithm,
-             c->memory, c->zcopy ? "true" : "false", c->status, rec->ns[FR_PH_QUEUED] / 1e3,
-             rec->ns[FR_PH_ARRIVE] / 1e3, rec->ns[FR_PH_WAIT] / 1e3, rec->ns[FR_PH_REDUCE] / 1e3,
-             rec->ns[FR_PH_MOVE] / 1e3, rec->dropped);
-    long tid = my_tid();
-    pthread_mutex_lock(&tl_lock);
-    if (tl) {
-        name_thread(tid, NULL);
-        event(c->name, c->seq ? "collective" : "group", tid, rec->t_start, rec->t_end, args);
-        if (rec->t_start > rec->t_issue) queued(rec, tid, ids);
-        if (c->seq) phases(rec, tid, ids);
-        flush_now_and_then(rec->t_end);
-    }
-    pthread_mutex_unlock(&tl_lock);
+    fr_tl_rec_t r;
+    r.span = 0;
+    r.tid = my_tid();
+    size_t n = strnlen(c->comm, sizeof r.comm - 1);   /* (not snprintf: this is on the caller's time) */
+    memcpy(r.comm, c->comm, n);
+    r.comm[n] = '\0';
+    r.c = *c;
+    memcpy(&r.rec, rec, offsetof(fr_trace_call_t, ph) + (size_t)rec->nph * sizeof rec->ph[0]);
+    put(&r);
 }
 
 void fr_timeline_span(const char *name, uint64_t t0, uint64_t t1)
 {
-    char safe[64];
-    json_safe(name ? name : "span", safe, sizeof safe);
-    long tid = my_tid();
-    pthread_mutex_lock(&tl_lock);
-    if (tl) {
-        name_thread(tid, NULL);
-        event(safe, "span", tid, t0, t1 > t0 ? t1 : t0, "");
-        flush_now_and_then(t1);
-    }
-    pthread_mutex_unlock(&tl_lock);
+    fr_tl_rec_t r;
+    r.span = 1;
+    r.tid = my_tid();
+    fr_tl_json_safe(name ? name : "span", r.name, sizeof r.name);
+    r.rec.t_issue = r.rec.t_start = t0;
+    r.rec.t_end = t1 > t0 ? t1 : t0;
+    r.rec.nph = 0;
+    put(&r);
 }
 
 void fr_timeline_thread_name(const char *name)
 {
     long tid = my_tid();
-    pthread_mutex_lock(&tl_lock);
+    pthread_mutex_lock(&file_lock);
     if (tl) name_thread(tid, name);
-    pthread_mutex_unlock(&tl_lock);
+    pthread_mutex_unlock(&file_lock);
 }
 
 void fr_timeline_flush(void)
 {
-    pthread_mutex_lock(&tl_lock);
-    if (tl) fflush(tl);
-    pthread_mutex_unlock(&tl_lock);
+    if (!fr_timeline_on()) return;
+    drain();
 }
 
 void fr_timeline_close(void)
 {
-    pthread_mutex_lock(&tl_lock);
-    if (tl) {
-        /* (a last event without a comma after it, so that the array is strict JSON) */
-        fprintf(tl, "{\"name\":\"fastreduce_end\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{}}\n]\n", tl_rank);
-        fclose(tl);
-        tl = NULL;
+    /* (a forked child has its parent's file and records: they are the parent's to write) */
+    if (!fr_timeline_on() || tl_pid != getpid()) return;
+    if (writer_pid) {
+        pthread_mutex_lock(&ring_lock);
+        writer_stop = 1;
+        pthread_cond_signal(&ring_cond);
+        pthread_mutex_unlock(&ring_lock);
+        pthread_join(writer, NULL);
     }
-    pthread_mutex_unlock(&tl_lock);
+    drain();
+    pthread_mutex_lock(&file_lock);
+    /* (a last event without a comma after it, so that the array is strict JSON) */
+    fprintf(tl, "{\"name\":\"fastreduce_end\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{}}\n]\n", tl_rank);
+    fclose(tl);
+    tl = NULL;
+    pthread_mutex_unlock(&file_lock);
+    free(ring);
+    ring = NULL;
 }
