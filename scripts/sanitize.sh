@@ -171,6 +171,10 @@ run_mpi requests-caller "FASTREDUCE_PROGRESS=caller" test_requests --quick
 run_mpi reqfault "" test_reqfault
 # memory of fr_mem_alloc: zero-copy calls, peers' mappings, frees and the recovery path
 run_mpi zcopy "" test_zcopy --quick
+# observing calls: the timeline's ring and writer thread, the metrics' HTTP
+# endpoint and textfile thread, the late-rank report's reductions, failures
+run_mpi observe "FASTREDUCE_TIMELINE=$LOGROOT/tl.%r.json FASTREDUCE_METRICS=file:$LOGROOT/m.%r.prom,http:19471 FASTREDUCE_STATS=1" \
+    observe_job --calls 10 --failures
 # FASTREDUCE_ALGO / FASTREDUCE_TUNE / tables, each selection run and checked
 run_mpi select "" test_select
 # every host algorithm's communicator made, used and destroyed, twice over

@@ -8,11 +8,16 @@
  * uneven; bcast roots in turn) and checks every result against a closed
  * formula; then --calls non-blocking allreduces on a communicator of the
  * table's choice. With --late R --every K --sleep-ms S, rank R sleeps S ms
- * before every K-th call. The communicators are destroyed, then
+ * before every K-th call. With --failures, calls that fail on purpose
+ * (failures() below). The communicators are destroyed, then
  * --expect FILE (rank 0) gets what was made, one line per kind:
  *   COLLECTIVE ALGORITHM CALLS BYTES
  * (the algorithm as fr_last_algorithm() named it: the forced one, or the
- * table's where the forced one declined), and with --hold FILE every rank waits (at most 120 s) until FILE
+ * table's where the forced one declined), and the failures of all ranks:
+ *   failure COLLECTIVE STATUS CALLS
+ * (STATUS as the metrics name it), and a call that only one rank made:
+ *   extra RANK COLLECTIVE ALGORITHM CALLS BYTES
+ * (rank 1's late call, where it found what it needed); with --hold FILE every rank waits (at most 120 s) until FILE
  * exists, so that the metrics' endpoints stay up to be scraped.
  *
  * Prints "observe_job np=N: X passed, Y failed".
@@ -31,6 +36,7 @@ typedef struct { const char *coll, *alg; long calls; double bytes; } kind_t;
 static kind_t kinds[MAX_KINDS];
 static int nkinds;
 static int late = -1, every = 10, sleep_ms = 20;
+static char late_ok[32];   /* the algorithm of rank 1's late call (failures()) where it succeeded, else "" */
 
 static void count(const char *coll, const char *alg, size_t bytes)
 {
@@ -107,11 +113,65 @@ static void nonblocking(long calls)
     TU_CHECK(fr_comm_destroy(c) == FR_SUCCESS, "fr_comm_destroy: %s", fr_last_error());
 }
 
+/* Calls that fail on purpose: three whose counts differ between the
+ * ranks (FASTREDUCE_CHECK: FR_ERR_MISMATCH on every rank), and one that
+ * rank 1 makes only after the others gave up (FASTREDUCE_TIMEOUT=1). The
+ * failures of each status, summed over the ranks, into @p mism and @p tmo. */
+static void failures(long *mism, long *tmo)
+{
+    fr_comm_t c;
+    float buf[64] = {0};
+    long mine[2] = {0, 0};
+    tu_begin("failures: mismatched counts, a rank that calls late");
+    setenv("FASTREDUCE_CHECK", "1", 1);
+    fr_status_t st = fr_comm_create(MPI_COMM_WORLD, NULL, &c);
+    unsetenv("FASTREDUCE_CHECK");
+    if (TU_CHECK(st == FR_SUCCESS, "fr_comm_create: %s", fr_last_error())) {
+        for (int k = 0; k < 3; k++) {
+            st = fr_allreduce(FR_IN_PLACE, buf, tu.rank == 0 ? 8 : 9, FR_FLOAT32, FR_SUM, c);
+            mine[0] += TU_CHECK(st == FR_ERR_MISMATCH, "mismatch %d: %s", k, fr_strerror(st));
+        }
+        TU_CHECK(fr_comm_destroy(c) == FR_SUCCESS, "fr_comm_destroy: %s", fr_last_error());
+    }
+    setenv("FASTREDUCE_TIMEOUT", "1", 1);
+    st = fr_comm_create(MPI_COMM_WORLD, NULL, &c);
+    unsetenv("FASTREDUCE_TIMEOUT");
+    if (TU_CHECK(st == FR_SUCCESS, "fr_comm_create: %s", fr_last_error())) {
+        if (tu.rank != 1) {
+            st = fr_allreduce(FR_IN_PLACE, buf, 64, FR_FLOAT32, FR_SUM, c);
+            mine[1] += TU_CHECK(st == FR_ERR_TIMED_OUT, "the call rank 1 makes late: %s", fr_strerror(st));
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (tu.rank == 1) {
+            /* (the others are gone from the call: it times out, or finds what it needed) */
+            st = fr_allreduce(FR_IN_PLACE, buf, 64, FR_FLOAT32, FR_SUM, c);
+            mine[1] += st == FR_ERR_TIMED_OUT;
+            if (st == FR_SUCCESS) snprintf(late_ok, sizeof late_ok, "%s", fr_last_algorithm());
+        }
+        /* (rank 0 writes what rank 1's late call did) */
+        if (tu.rank == 1) MPI_Send(late_ok, sizeof late_ok, MPI_CHAR, 0, 7, MPI_COMM_WORLD);
+        if (tu.rank == 0) MPI_Recv(late_ok, sizeof late_ok, MPI_CHAR, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        fr_comm_destroy(c);   /* (broken under a timeout: no barrier) */
+    }
+    long all[2];
+    MPI_Allreduce(mine, all, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    *mism = all[0];
+    *tmo = all[1];
+}
+
 int main(int argc, char **argv)
 {
     const char *expect = NULL, *hold = NULL;
     long calls = 50;
+    int fail = 0;
+    long mism = 0, tmo = 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--failures")) fail = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--failures")) {
+            i--;
+            continue;
+        }
         if (!strcmp(argv[i], "--calls")) calls = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--late")) late = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--every")) every = atoi(argv[i + 1]);
@@ -128,10 +188,14 @@ int main(int argc, char **argv)
         for (int i = 0; i < n; i++) blocking(algs[i], calls);
     }
     nonblocking(calls);
+    if (fail && tu.size > 1) failures(&mism, &tmo);
     if (expect && tu.rank == 0) {
         FILE *f = fopen(expect, "w");
         for (int i = 0; f && i < nkinds; i++)
             fprintf(f, "%s %s %ld %.0f\n", kinds[i].coll, kinds[i].alg, kinds[i].calls, kinds[i].bytes);
+        if (f && fail && tu.size > 1)
+            fprintf(f, "failure allreduce mismatch %ld\nfailure allreduce timed_out %ld\n", mism, tmo);
+        if (f && late_ok[0]) fprintf(f, "extra 1 allreduce %s 1 %zu\n", late_ok, 64 * sizeof(float));
         if (!f || fclose(f)) fprintf(stderr, "observe_job: cannot write %s\n", expect);
     }
     if (hold) {

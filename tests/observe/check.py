@@ -77,14 +77,30 @@ def job_ok(rc, out):
     return rc == 0 and " 0 failed" in out and "FAIL" not in out
 
 
-def read_expect(path, np):
-    """{(collective, algorithm): (calls, bytes)} of one rank."""
-    want = {}
+def read_expect(path):
+    """{(collective, algorithm): (calls, bytes)} of every rank, {(collective,
+    status): failures} of all ranks, and the calls one rank alone made:
+    {rank: {(collective, algorithm): (calls, bytes)}}."""
+    want, failed, extra = {}, {}, {}
     with open(path) as f:
         for line in f:
-            coll, alg, calls, nbytes = line.split()
-            want[(coll, alg)] = (int(calls), int(nbytes))
-    return want
+            w = line.split()
+            if w[0] == "failure":
+                failed[(w[1], w[2])] = int(w[3])
+            elif w[0] == "extra":
+                extra.setdefault(int(w[1]), {})[(w[2], w[3])] = (int(w[4]), int(w[5]))
+            else:
+                want[(w[0], w[1])] = (int(w[2]), int(w[3]))
+    return want, failed, extra
+
+
+def plus(a, b):
+    """{kind: (calls, bytes)} a and b added."""
+    out = dict(a)
+    for k, (c, n) in b.items():
+        c0, n0 = out.get(k, (0, 0))
+        out[k] = (c0 + c, n0 + n)
+    return out
 
 
 class Prometheus:
@@ -139,17 +155,20 @@ def prometheus_test(args, np):
     prom = Prometheus(work, ["127.0.0.1:%d" % (base + r) for r in range(np)])
     expect, hold = os.path.join(work, "expect"), os.path.join(work, "hold")
     env = {"FASTREDUCE_METRICS": "http:%d,file:%s/m.%%r.prom" % (base, work), "FASTREDUCE_METRICS_INTERVAL": "1"}
-    job = Job(args, np, env, ["--calls", "20", "--expect", expect, "--hold", hold])
+    job = Job(args, np, env, ["--calls", "20", "--failures", "--expect", expect, "--hold", hold])
     try:
         deadline = time.time() + 240
         while not os.path.exists(expect) and job.proc.poll() is None and time.time() < deadline:
             time.sleep(0.2)
         if not report("np=%d: the job made its calls" % np, os.path.exists(expect), "no %s" % expect):
             return
-        want = read_expect(expect, np)
-        # every rank makes the same calls: Prometheus sums np of each
-        total = {k: np * c for k, (c, b) in want.items()}
-        nbytes = {k: np * b for k, (c, b) in want.items()}
+        want, failed, extra = read_expect(expect)
+        # every rank makes the same calls (but the extras): Prometheus sums them
+        everyone = {k: (np * c, np * b) for k, (c, b) in want.items()}
+        for r in extra:
+            everyone = plus(everyone, extra[r])
+        total = {k: c for k, (c, b) in everyone.items()}
+        nbytes = {k: b for k, (c, b) in everyone.items()}
         got = {}
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -167,11 +186,16 @@ def prometheus_test(args, np):
                "%s vs %s" % (sorted(gotb.items()), sorted(nbytes.items())))
         hist = by_kind(prom.query('sum by (collective, algorithm) (fastreduce_collective_seconds_count)'))
         report("np=%d: the histogram's _count is the calls" % np, hist == total, "%s" % sorted(hist.items()))
+        fails = prom.query('sum by (collective, status) (fastreduce_collective_failures_total)')
+        fails = {(r["metric"]["collective"], r["metric"]["status"]): int(float(r["value"][1])) for r in fails}
+        report("np=%d: fastreduce_collective_failures_total counts the mismatches and timeouts" % np,
+               all(fails.get(k) == v for k, v in failed.items()) and failed[("allreduce", "mismatch")] == 3 * np,
+               "Prometheus %s, job %s" % (sorted(fails.items()), sorted(failed.items())))
         per_rank = prom.query('sum by (rank) (fastreduce_collective_calls_total)')
-        want_rank = sum(c for c, b in want.values())
-        report("np=%d: each rank counted its own calls" % np,
-               len(per_rank) == np and all(int(float(r["value"][1])) == want_rank for r in per_rank),
-               "%s" % per_rank)
+        want_rank = {r: sum(c for c, b in plus(want, extra.get(r, {})).values()) for r in range(np)}
+        got_rank = {int(r["metric"]["rank"]): int(float(r["value"][1])) for r in per_rank}
+        report("np=%d: each rank counted its own calls" % np, got_rank == want_rank,
+               "Prometheus %s, job %s" % (got_rank, want_rank))
         if np == 2:
             print("np=2 Prometheus answer to sum by (collective, algorithm) (fastreduce_collective_calls_total):")
             for k in sorted(got):
@@ -181,10 +205,10 @@ def prometheus_test(args, np):
         rc, out = job.finish()
         prom.stop()
     report("np=%d: the job passed" % np, job_ok(rc, out), "exit %d:\n%s" % (rc, out[-3000:]))
-    textfile_test(args, np, work, want)
+    textfile_test(args, np, work, want, extra)
 
 
-def textfile_test(args, np, work, want):
+def textfile_test(args, np, work, want, extra):
     """The node exporter's textfile of each rank parses and holds its calls."""
     for r in range(np):
         path = os.path.join(work, "m.%d.prom" % r)
@@ -201,8 +225,9 @@ def textfile_test(args, np, work, want):
                 continue
             k = (s.labels["collective"], s.labels["algorithm"])
             calls[k] = calls.get(k, 0) + int(s.value)
+        mine = plus(want, extra.get(r, {}))
         report("np=%d rank %d: the textfile's counters are the rank's calls" % (np, r),
-               calls == {k: c for k, (c, b) in want.items()}, "%s" % sorted(calls.items()))
+               calls == {k: c for k, (c, b) in mine.items()}, "%s" % sorted(calls.items()))
         leftovers = glob.glob(os.path.join(work, "m.%d.prom.*.tmp" % r))
         report("np=%d rank %d: no temporary file left" % (np, r), not leftovers, "%s" % leftovers)
     dash = os.path.join(args.top, "tools/grafana/check_dashboard.py")
@@ -289,6 +314,49 @@ def timeline_test(args):
            "%s, %d bytes" % (head, os.path.getsize(png)))
 
 
+PY_SPAN = """
+import numpy as np
+from mpi4py import MPI
+import fastreduce as fr
+c = fr.Comm(MPI.COMM_WORLD)
+x = np.ones(1000, dtype=np.float32)
+with fr.span("compute"):
+    c.allreduce(x)
+c.free()
+assert x[0] == MPI.COMM_WORLD.Get_size()
+"""
+
+
+def python_span_test(args):
+    """fastreduce.span marks a span that holds the allreduce made inside it."""
+    pympi = os.path.join(args.build, "pympi")
+    if not os.path.isdir(os.path.join(pympi, "mpi4py")):
+        print("SKIP python span: no mpi4py in %s (scripts/test_python.sh builds it)" % pympi)
+        return
+    work = tempfile.mkdtemp(prefix="fr-observe-py-")
+    env = dict(os.environ, FASTREDUCE_TIMELINE=os.path.join(work, "t.%r.json"),
+               FASTREDUCE_LIB=os.path.join(args.build, "lib/.libs/libfastreduce.so"),
+               PYTHONPATH=os.path.join(args.top, "python") + ":" + pympi)
+    flags = []
+    if os.path.basename(args.mpiexec).startswith("mpirun"):
+        flags = ["--oversubscribe", "--bind-to", "none", "-x", "FASTREDUCE_TIMELINE", "-x", "FASTREDUCE_LIB",
+                 "-x", "PYTHONPATH"]
+    p = subprocess.run([args.mpiexec] + flags + ["-n", "2", sys.executable, "-c", PY_SPAN], env=env,
+                       capture_output=True, text=True, timeout=300)
+    ok, why = p.returncode == 0, p.stdout[-1000:] + p.stderr[-2000:]
+    for r in range(2):
+        if not ok:
+            break
+        with open(os.path.join(work, "t.%d.json" % r)) as f:
+            ev = json.load(f)
+        spans = [e for e in ev if e.get("cat") == "span" and e["name"] == "compute"]
+        calls = [e for e in ev if e.get("cat") == "collective" and e["name"] == "allreduce"]
+        inside = [c for c in calls for sp in spans if c["tid"] == sp["tid"] and sp["ts"] <= c["ts"] and
+                  c["ts"] + c["dur"] <= sp["ts"] + sp["dur"] + 0.002]
+        ok, why = len(spans) == 1 and len(inside) == 1, "rank %d: spans %s, calls %s" % (r, spans, calls)
+    report("python: fastreduce.span holds the allreduce made inside it", ok, why)
+
+
 def malformed_test(args):
     """Bad settings warn and the job runs on without the output."""
     work = tempfile.mkdtemp(prefix="fr-observe-bad-")
@@ -326,7 +394,7 @@ def main():
     ap.add_argument("--top", required=True)
     args = ap.parse_args()
     for test in (lambda: prometheus_test(args, 2), lambda: prometheus_test(args, 4), lambda: timeline_test(args),
-                 lambda: malformed_test(args)):
+                 lambda: python_span_test(args), lambda: malformed_test(args)):
         try:
             test()
         except Exception as e:  # one broken step is a failure, and the others still run
