@@ -1,6 +1,10 @@
-/* The timeline's events in Chrome's trace-event JSON (timeline_json.h). */
+/* The timeline's events in Chrome's trace-event JSON (timeline_json.h).
+ * Events are put together by hand in a buffer and written with one fwrite:
+ * printf's parsing of its format costs several times more, and a program
+ * that makes millions of small calls keeps the writer busy. */
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 #include "timeline_json.h"
 
 /* Phases shorter than this between two others are not written as data
@@ -20,16 +24,77 @@ void fr_tl_json_safe(const char *in, char *out, size_t len)
     out[o] = '\0';
 }
 
-/* Microseconds with three decimals, from integer nanoseconds: printing
- * integers is several times faster than printing doubles. */
-#define US(ns) (unsigned long long)((ns) / 1000u), (unsigned)((ns) % 1000u)
+/* A buffer being filled; what does not fit is cut (the buffers are sized
+ * for the longest event). */
+typedef struct { char *p, *end; } out_t;
+
+static void str(out_t *o, const char *s)
+{
+    size_t n = strlen(s);
+    if (n > (size_t)(o->end - o->p)) n = (size_t)(o->end - o->p);
+    memcpy(o->p, s, n);
+    o->p += n;
+}
+
+static void num(out_t *o, unsigned long long v)
+{
+    char d[24];
+    int n = 0;
+    do d[n++] = (char)('0' + v % 10); while ((v /= 10) && n < 24);
+    while (n && o->p < o->end) *o->p++ = d[--n];
+}
+
+static void inum(out_t *o, long long v)
+{
+    if (v < 0 && o->p < o->end) {
+        *o->p++ = '-';
+        v = -v;
+    }
+    num(o, (unsigned long long)v);
+}
+
+/* Microseconds with three decimals, from nanoseconds. */
+static void usec(out_t *o, uint64_t ns)
+{
+    num(o, ns / 1000u);
+    unsigned f = (unsigned)(ns % 1000u);
+    if (o->end - o->p < 4) return;
+    *o->p++ = '.';
+    *o->p++ = (char)('0' + f / 100);
+    *o->p++ = (char)('0' + f / 10 % 10);
+    *o->p++ = (char)('0' + f % 10);
+}
+
+/* The start of an event: name, category, kind, rank and thread. */
+static void head(out_t *o, const char *name, const char *cat, const char *ph, int rank, long tid)
+{
+    str(o, "{\"name\":\"");
+    str(o, name);
+    str(o, "\",\"cat\":\"");
+    str(o, cat);
+    str(o, "\",\"ph\":\"");
+    str(o, ph);
+    str(o, "\",\"pid\":");
+    inum(o, rank);
+    str(o, ",\"tid\":");
+    inum(o, tid);
+}
 
 /* One complete event; @p args is the inside of its args object. */
 static void event(FILE *f, int rank, const char *name, const char *cat, long tid, uint64_t t0, uint64_t t1,
                   const char *args)
 {
-    fprintf(f, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%ld,\"ts\":%llu.%03u,"
-            "\"dur\":%llu.%03u,\"args\":{%s}},\n", name, cat, rank, tid, US(t0), US(t1 - t0), args);
+    char buf[1024];
+    out_t o = {buf, buf + sizeof buf};
+    head(&o, name, cat, "X", rank, tid);
+    str(&o, ",\"ts\":");
+    usec(&o, t0);
+    str(&o, ",\"dur\":");
+    usec(&o, t1 - t0);
+    str(&o, ",\"args\":{");
+    str(&o, args);
+    str(&o, "}},\n");
+    fwrite(buf, 1, (size_t)(o.p - buf), f);
 }
 
 /* The time a request waited in its queue: an async event (a track of its
@@ -38,11 +103,24 @@ static void event(FILE *f, int rank, const char *name, const char *cat, long tid
 static void queued(FILE *f, int rank, const fr_trace_call_t *rec, long tid, const char *args)
 {
     static unsigned long id;
+    char buf[512];
+    out_t o = {buf, buf + sizeof buf};
     id++;
-    fprintf(f, "{\"name\":\"queued\",\"cat\":\"queued\",\"ph\":\"b\",\"id\":%lu,\"pid\":%d,\"tid\":%ld,"
-            "\"ts\":%llu.%03u,\"args\":{%s}},\n", id, rank, tid, US(rec->t_issue), args);
-    fprintf(f, "{\"name\":\"queued\",\"cat\":\"queued\",\"ph\":\"e\",\"id\":%lu,\"pid\":%d,\"tid\":%ld,"
-            "\"ts\":%llu.%03u},\n", id, rank, tid, US(rec->t_start));
+    head(&o, "queued", "queued", "b", rank, tid);
+    str(&o, ",\"id\":");
+    num(&o, id);
+    str(&o, ",\"ts\":");
+    usec(&o, rec->t_issue);
+    str(&o, ",\"args\":{");
+    str(&o, args);
+    str(&o, "}},\n");
+    head(&o, "queued", "queued", "e", rank, tid);
+    str(&o, ",\"id\":");
+    num(&o, id);
+    str(&o, ",\"ts\":");
+    usec(&o, rec->t_start);
+    str(&o, "},\n");
+    fwrite(buf, 1, (size_t)(o.p - buf), f);
 }
 
 /* The phases of @p rec inside its call, with data movement between them. */
@@ -61,6 +139,43 @@ static void phases(FILE *f, int rank, const fr_trace_call_t *rec, long tid, cons
     }
 }
 
+/* A call's args: what it was and the time in each phase. */
+static void call_args(out_t *o, const fr_tl_rec_t *r, const char *ids)
+{
+    const fr_tl_call_t *c = &r->c;
+    const fr_trace_call_t *rec = &r->rec;
+    static const char *const key[FR_PH_COUNT] = {",\"queued_us\":", ",\"arrive_us\":", ",\"wait_us\":",
+                                                 ",\"reduce_us\":", ",\"move_us\":"};
+    str(o, ids);
+    str(o, ",\"bytes\":");
+    num(o, c->bytes);
+    str(o, ",\"count\":");
+    num(o, c->count);
+    str(o, ",\"buffers\":");
+    num(o, c->nbuf);
+    str(o, ",\"dtype\":\"");
+    str(o, c->dtype);
+    str(o, "\",\"op\":\"");
+    str(o, c->op);
+    str(o, "\",\"root\":");
+    inum(o, c->root);
+    str(o, ",\"algorithm\":\"");
+    str(o, c->algorithm);
+    str(o, "\",\"memory\":\"");
+    str(o, c->memory);
+    str(o, c->zcopy ? "\",\"zero_copy\":true" : "\",\"zero_copy\":false");
+    str(o, ",\"status\":\"");
+    str(o, c->status);
+    str(o, "\"");
+    for (int k = 0; k < FR_PH_COUNT; k++) {
+        str(o, key[k]);
+        usec(o, rec->ns[k]);
+    }
+    str(o, ",\"phases_dropped\":");
+    num(o, (unsigned long long)rec->dropped);
+    *(o->p < o->end ? o->p : o->end - 1) = '\0';
+}
+
 void fr_tl_write(FILE *f, int rank, const fr_tl_rec_t *r)
 {
     const fr_trace_call_t *rec = &r->rec;
@@ -68,17 +183,16 @@ void fr_tl_write(FILE *f, int rank, const fr_tl_rec_t *r)
         event(f, rank, r->name, "span", r->tid, rec->t_start, rec->t_end, "");
         return;
     }
-    const fr_tl_call_t *c = &r->c;
-    char args[640], ids[96];
-    snprintf(ids, sizeof ids, "\"comm\":\"%s\",\"call\":%lu", r->comm, (unsigned long)c->seq);
-    snprintf(args, sizeof args, "%s,\"bytes\":%zu,\"count\":%zu,\"buffers\":%zu,\"dtype\":\"%s\",\"op\":\"%s\","
-             "\"root\":%d,\"algorithm\":\"%s\",\"memory\":\"%s\",\"zero_copy\":%s,\"status\":\"%s\","
-             "\"queued_us\":%llu.%03u,\"arrive_us\":%llu.%03u,\"wait_us\":%llu.%03u,\"reduce_us\":%llu.%03u,"
-             "\"move_us\":%llu.%03u,\"phases_dropped\":%d", ids, c->bytes, c->count, c->nbuf, c->dtype, c->op,
-             c->root, c->algorithm, c->memory, c->zcopy ? "true" : "false", c->status, US(rec->ns[FR_PH_QUEUED]),
-             US(rec->ns[FR_PH_ARRIVE]), US(rec->ns[FR_PH_WAIT]), US(rec->ns[FR_PH_REDUCE]), US(rec->ns[FR_PH_MOVE]),
-             rec->dropped);
-    event(f, rank, c->name, c->seq ? "collective" : "group", r->tid, rec->t_start, rec->t_end, args);
+    char args[768], ids[96];
+    out_t o = {ids, ids + sizeof ids - 1};
+    str(&o, "\"comm\":\"");
+    str(&o, r->comm);
+    str(&o, "\",\"call\":");
+    num(&o, r->c.seq);
+    *o.p = '\0';
+    o = (out_t){args, args + sizeof args};
+    call_args(&o, r, ids);
+    event(f, rank, r->c.name, r->c.seq ? "collective" : "group", r->tid, rec->t_start, rec->t_end, args);
     if (rec->t_start > rec->t_issue) queued(f, rank, rec, r->tid, ids);
-    if (c->seq) phases(f, rank, rec, r->tid, ids);
+    if (r->c.seq) phases(f, rank, rec, r->tid, ids);
 }
