@@ -8,7 +8,9 @@
 # where B/A - 1 exceeds that largest deviation is marked "slower".
 # Usage: benchmarks/ab.sh BUILD_A BUILD_B [ROUNDS] [NP...]
 #   (default 5 rounds, np 2 and 4; MAX=67108864 and ITERS=200 from the
-#   environment; the builds' benchmarks/ folders hold the two programs)
+#   environment; the builds' benchmarks/ folders hold the two programs;
+#   ENV_B="VAR=VALUE ..." is set for B's launches only, so that one build
+#   against itself measures a setting, FASTREDUCE_TIMELINE for one)
 set -uo pipefail
 [ $# -ge 2 ] || { sed -n '2,11p' "$0"; exit 2; }
 a=$1; b=$2; rounds=${3:-5}; shift 2; shift || true
@@ -19,18 +21,22 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mktemp -d) || exit 1
 trap 'rm -rf "$out"' EXIT
 
-launch() {  # BUILD COLL NP FILE: one launch's "size latency" lines appended to FILE
-    mpirun --oversubscribe -np "$3" "$1/benchmarks/fr_osu_$2" -m 4:"$max" -i "$iters" -x 20 2>/dev/null |
-        awk '$1 ~ /^[0-9]+$/ {print $1, $2}' >>"$4"
+envb=(); xb=()
+for kv in ${ENV_B:-}; do envb+=("$kv"); xb+=(-x "${kv%%=*}"); done
+launch() {  # BUILD COLL NP FILE [b]: one launch's "size latency" lines appended to FILE
+    local e=() x=()
+    [ "${5:-}" = b ] && { e=("${envb[@]}"); x=("${xb[@]}"); }
+    env "${e[@]}" mpirun --oversubscribe "${x[@]}" -np "$3" "$1/benchmarks/fr_osu_$2" -m 4:"$max" -i "$iters" -x 20 \
+        2>/dev/null | awk '$1 ~ /^[0-9]+$/ {print $1, $2}' >>"$4"
 }
 echo "# A: $a ($(git -C "$a/.." rev-parse --short HEAD 2>/dev/null || echo '?'))"
-echo "# B: $b ($(git -C "$b/.." rev-parse --short HEAD 2>/dev/null || echo '?'))"
+echo "# B: $b ($(git -C "$b/.." rev-parse --short HEAD 2>/dev/null || echo '?'))${ENV_B:+ with $ENV_B}"
 echo "# $rounds rounds of A B A, sizes 4 to $max, -i $iters, $(date -u '+%Y-%m-%d %H:%M UTC')"
 for np in "${nps[@]}"; do
     for coll in allreduce bcast; do
         for r in $(seq "$rounds"); do
             launch "$a" "$coll" "$np" "$out/$coll.$np.a1.$r"
-            launch "$b" "$coll" "$np" "$out/$coll.$np.b.$r"
+            launch "$b" "$coll" "$np" "$out/$coll.$np.b.$r" b
             launch "$a" "$coll" "$np" "$out/$coll.$np.a2.$r"
         done
         echo
