@@ -18,8 +18,8 @@ nps=("$@"); [ ${#nps[@]} -gt 0 ] || nps=(2 4)
 max=${MAX:-67108864}; iters=${ITERS:-200}
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/scripts/env.sh"
-out=$(mktemp -d) || exit 1
-trap 'rm -rf "$out"' EXIT
+. "$top/benchmarks/rounds.sh"
+rounds_folder
 
 envb=(); xb=()
 for kv in ${ENV_B:-}; do envb+=("$kv"); xb+=(-x "${kv%%=*}"); done
@@ -32,16 +32,13 @@ launch() {  # BUILD COLL NP FILE [b]: one launch's "size latency" lines appended
 echo "# A: $a ($(git -C "$a/.." rev-parse --short HEAD 2>/dev/null || echo '?'))"
 echo "# B: $b ($(git -C "$b/.." rev-parse --short HEAD 2>/dev/null || echo '?'))${ENV_B:+ with $ENV_B}"
 echo "# $rounds rounds of A B A, sizes 4 to $max, -i $iters, $(date -u '+%Y-%m-%d %H:%M UTC')"
-for np in "${nps[@]}"; do
-    for coll in allreduce bcast; do
-        for r in $(seq "$rounds"); do
-            launch "$a" "$coll" "$np" "$out/$coll.$np.a1.$r"
-            launch "$b" "$coll" "$np" "$out/$coll.$np.b.$r" b
-            launch "$a" "$coll" "$np" "$out/$coll.$np.a2.$r"
-        done
-        echo
-        echo "## $coll np=$np"
-        python3 - "$out" "$coll" "$np" "$rounds" <<'EOF'
+one_round() {  # NP COLL R
+    launch "$a" "$2" "$1" "$out/$2.$1.a1.$3"
+    launch "$b" "$2" "$1" "$out/$2.$1.b.$3" b
+    launch "$a" "$2" "$1" "$out/$2.$1.a2.$3"
+}
+report() {  # NP COLL
+    python3 - "$out" "$2" "$1" "$rounds" <<'EOF'
 import statistics as st, sys
 out, coll, np_, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 def read(kind, r):
@@ -65,5 +62,5 @@ for s in sizes:
           f"{st.median(b for _, b, _ in ok):>10.2f} {ratio:>6.2f} {st.median(dev):>6.2f} {max(dev):>6.2f} {mark}")
 print(f"# {coll} np={np_}: {slower} size(s) slower beyond the noise")
 EOF
-    done
-done
+}
+rounds_for_each "$rounds" one_round report "${nps[@]}"

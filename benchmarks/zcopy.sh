@@ -20,8 +20,8 @@ mpiexec=${MPIEXEC:-mpirun}
 read -r -a flags <<<"${MPIFLAGS:---oversubscribe --bind-to none}"
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/scripts/env.sh"
-out=$(mktemp -d) || exit 1
-trap 'rm -rf "$out"' EXIT
+. "$top/benchmarks/rounds.sh"
+rounds_folder
 
 launch() {  # COLL NP MEM FILE [ARGS...]: the launch's output in FILE
     local coll=$1 np=$2 mem=$3 file=$4
@@ -31,15 +31,12 @@ launch() {  # COLL NP MEM FILE [ARGS...]: the launch's output in FILE
 }
 echo "# build: $build ($(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')); $rounds rounds of" \
      "--mem fr --vs-mpi, --mem malloc; sizes 4 to $max; $(date -u '+%Y-%m-%d %H:%M UTC')"
-for np in "${nps[@]}"; do
-    for coll in allreduce bcast; do
-        for r in $(seq "$rounds"); do
-            launch "$coll" "$np" fr "$out/$coll.$np.fr.$r" --vs-mpi
-            launch "$coll" "$np" malloc "$out/$coll.$np.copy.$r" --vs-mpi
-        done
-        echo
-        echo "## $coll np=$np"
-        python3 - "$out" "$coll" "$np" "$rounds" <<'EOF'
+one_round() {  # NP COLL R
+    launch "$2" "$1" fr "$out/$2.$1.fr.$3" --vs-mpi
+    launch "$2" "$1" malloc "$out/$2.$1.copy.$3" --vs-mpi
+}
+report() {  # NP COLL
+    python3 - "$out" "$2" "$1" "$rounds" <<'EOF'
 import re, statistics as st, sys
 out, coll, np_, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 def read(kind, r):
@@ -72,5 +69,5 @@ if b:
     print(f"# largest size, zero-copy: {st.median(b):.2f} x {what} (median over {len(b)} launches; "
           f"{min(b):.2f}-{max(b):.2f})")
 EOF
-    done
-done
+}
+rounds_for_each "$rounds" one_round report "${nps[@]}"
