@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include "log.h"
 #include "metrics.h"
+#include "observe.h"
 #include "mpi_stats.h"
 #include "settings.h"
 
@@ -31,6 +32,9 @@ int fr_mpi_mode(void)
         fr_settings_load(&s, NULL, -1, fr_settings_when(FR_WHEN_INTERPOSE));
         m = (s.disable == 1 ? FR_MPI_DISABLED : 0) | (s.stats == 1 ? FR_MPI_STATS : 0);
         fr_settings_free(&s);
+        /* (the metrics count calls passed to MPI from the first one, which
+         * may come before any fastreduce communicator) */
+        fr_observe_process();
         __atomic_store_n(&mode, m, __ATOMIC_RELAXED);
     }
     return m;

@@ -30,6 +30,7 @@ static char host[64];
 /* Load the settings and open what needs no peer (lock held). */
 static void process_start(int world_rank)
 {
+    fr_log_init();   /* (its host name expands %h) */
     gethostname(host, sizeof host - 1);
     fr_settings_load(&pset, NULL, world_rank, fr_settings_when(FR_WHEN_OBSERVE) | FR_S_BIT(FR_S_STATS));
     want_late = pset.stats == 1;
@@ -61,12 +62,22 @@ static int host_rank(MPI_Comm mpi)
     return r;
 }
 
+void fr_observe_process(void)
+{
+    int init = 0, fin = 0, world_rank = 0;
+    if (PMPI_Initialized(&init) != MPI_SUCCESS || !init || PMPI_Finalized(&fin) != MPI_SUCCESS || fin) return;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    pthread_mutex_lock(&once_lock);
+    if (!loaded) process_start(world_rank);
+    pthread_mutex_unlock(&once_lock);
+}
+
 fr_status_t fr_observe_comm(struct fr_comm *comm)
 {
     int world_rank = 0;
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    fr_observe_process();
     pthread_mutex_lock(&once_lock);
-    if (!loaded) process_start(world_rank);
     unsigned long mine = ++ncomms;
     /* what this rank wants of the communicator; any rank's wish is every
      * rank's work, as it is collective */

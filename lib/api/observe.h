@@ -11,6 +11,11 @@
 #include "request.h"
 #include "trace.h"
 
+/* The process's outputs that need no peer (the timeline, the metrics and
+ * their file), once: at the first fr_comm_create, or at the first call of
+ * the MPI signature (FR_Allreduce, the interposer's MPI_Allreduce, ...). */
+void fr_observe_process(void);
+
 /* At fr_comm_create, on every rank (collective over @p comm): the
  * process-wide outputs the first time, then the communicator's clock
  * offset and its arrival record where any rank wants them. FR_SUCCESS or

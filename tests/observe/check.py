@@ -11,6 +11,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -357,6 +358,40 @@ def python_span_test(args):
     report("python: fastreduce.span holds the allreduce made inside it", ok, why)
 
 
+def interposer_test(args):
+    """Under the interposer, the calls passed to MPI are counted by reason:
+    fastreduce_mpi_passed_total of rank 0's textfile against rank 0's
+    FASTREDUCE_STATS rows of calls passed to MPI."""
+    work = tempfile.mkdtemp(prefix="fr-observe-pmpi-")
+    preload = os.path.join(args.build, "lib/.libs/libfastreduce-mpi.so")
+    env = dict(os.environ, FASTREDUCE_STATS="1", FASTREDUCE_METRICS="file:%s/i.%%r.prom" % work)
+    flags = []
+    if os.path.basename(args.mpiexec).startswith("mpirun"):
+        flags = ["--oversubscribe", "--bind-to", "none", "-x", "FASTREDUCE_STATS", "-x", "FASTREDUCE_METRICS"]
+    prog = os.path.join(args.build, "tests/mpi/mpi_program")
+    p = subprocess.run([args.mpiexec] + flags + ["-n", "2", "env", "LD_PRELOAD=" + preload, prog], env=env,
+                       capture_output=True, text=True, timeout=300)
+    want = {}
+    for line in p.stderr.splitlines():
+        m = re.search(r"fastreduce STATS (\w+) +MPI +(.+?) +(\d+) +(\d+) +\d+ ", line)
+        if m and m.group(1) in ("allreduce", "bcast", "iallreduce", "ibcast"):
+            k = (m.group(1), m.group(2))
+            want[k] = want.get(k, 0) + int(m.group(4))
+    got = {}
+    try:
+        with open(os.path.join(work, "i.0.prom")) as f:
+            for fam in text_string_to_metric_families(f.read()):
+                if fam.name == "fastreduce_mpi_passed":
+                    for smp in fam.samples:
+                        got[(smp.labels["call"], smp.labels["reason"])] = int(smp.value)
+    except OSError as e:
+        got = {"error": str(e)}
+    report("interposer: fastreduce_mpi_passed_total is what FASTREDUCE_STATS says went to MPI",
+           p.returncode == 0 and want and got == want, "exit %d; STATS %s; metrics %s\n%s" %
+           (p.returncode, sorted(want.items()), sorted(got.items()) if isinstance(got, dict) else got,
+            p.stderr[-1500:]))
+
+
 def malformed_test(args):
     """Bad settings warn and the job runs on without the output."""
     work = tempfile.mkdtemp(prefix="fr-observe-bad-")
@@ -394,7 +429,7 @@ def main():
     ap.add_argument("--top", required=True)
     args = ap.parse_args()
     for test in (lambda: prometheus_test(args, 2), lambda: prometheus_test(args, 4), lambda: timeline_test(args),
-                 lambda: python_span_test(args), lambda: malformed_test(args)):
+                 lambda: python_span_test(args), lambda: interposer_test(args), lambda: malformed_test(args)):
         try:
             test()
         except Exception as e:  # one broken step is a failure, and the others still run
