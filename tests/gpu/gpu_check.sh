@@ -19,7 +19,7 @@
 #              GPU_CHECK_FAKE_MAX (largest size with ranks faked as nodes, 64K),
 #              GPU_CHECK_PYTHON (a python with torch for CUDA and mpi4py, for the
 #              torch part; default python3),
-#              GPU_CHECK_PARTS (default plugin,tests,osu,tune,host,zcopy,torch,one,fake: which
+#              GPU_CHECK_PARTS (default plugin,tests,osu,tune,host,zcopy,observe,torch,one,fake: which
 #              parts run; one and fake choose the shapes of tests, osu and tune:
 #              a rank per GPU, and 2 ranks faked as 2 nodes on a single GPU),
 #              FR_NCCL_LIBDIR (where libnccl.so.2 is, for a bundle; else searched).
@@ -78,11 +78,12 @@ fi
 prog() { if [ -x "$B/$1" ]; then echo "$B/$1"; else echo "$B/${2:-$1}"; fi; }
 "$(prog bin/fastreduce-info tools/fastreduce-info)" 2>&1 | head -12
 # one launcher line for both MPIs: Open MPI's mpirun exports only what -x names
+launch_x=()   # more variables Open MPI's mpirun is to export (-x NAME ...)
 launch() {  # launch SECONDS NP PROGRAM ARGS...
     local t=$1 np=$2; shift 2
     if [ "$FLAVOR" = openmpi ]; then
         timeout "$t" "$MPIRUN" --bind-to none -x FASTREDUCE_DEBUG -x FASTREDUCE_DEBUG_SUBSYS -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS \
-            -x LD_LIBRARY_PATH -x FASTREDUCE_LIB -x PYTHONPATH -np "$np" "$@"
+            -x LD_LIBRARY_PATH -x FASTREDUCE_LIB -x PYTHONPATH "${launch_x[@]}" -np "$np" "$@"
     else
         timeout "$t" "$MPIRUN" -n "$np" "$@"
     fi
@@ -97,7 +98,7 @@ else
 fi
 
 # GPU_CHECK_PARTS: which parts run, and on which shapes (default all of them)
-parts=",${GPU_CHECK_PARTS:-plugin,tests,osu,tune,host,zcopy,torch,one,fake},"
+parts=",${GPU_CHECK_PARTS:-plugin,tests,osu,tune,host,zcopy,observe,torch,one,fake},"
 part() { [[ $parts == *",$1,"* ]]; }
 ngpu=$(nvidia-smi -L | grep -c '^GPU')
 max=${GPU_CHECK_MAX:-64M}
@@ -221,6 +222,32 @@ if part zcopy; then
         launch 300 "$np" "$(prog tests/mpi/test_zcopy)" --quick >"$out/logs/test_zcopy_np$np.log" 2>&1
         echo "test_zcopy np=$np exit $?: $(grep -E 'passed' "$out/logs/test_zcopy_np$np.log" | tail -1)"
     done
+fi
+if part observe; then
+    # issue 30 on device buffers: the timeline's and the metrics' calls with memory cuda
+    echo "=== observing device calls: FASTREDUCE_TIMELINE and FASTREDUCE_METRICS=file: on fr_osu_allreduce -d cuda, $ngpu rank(s)"
+    mkdir -p "$out/logs/observe"
+    launch_x=(-x FASTREDUCE_TIMELINE -x FASTREDUCE_METRICS)
+    FASTREDUCE_TIMELINE="$out/logs/observe/t.%r.json" FASTREDUCE_METRICS="file:$out/logs/observe/m.%r.prom" \
+        launch 120 "$ngpu" "$(prog benchmarks/fr_osu_allreduce)" -d cuda -m 4:1M -i 10 -x 2 --blocks 3 \
+        >"$out/logs/observe/osu.log" 2>&1
+    echo "exit $?"
+    launch_x=()
+    python3 - "$out/logs/observe" <<'EOF'
+import glob, json, re, sys
+d = sys.argv[1]
+for f in sorted(glob.glob(d + "/t.*.json")):
+    text = open(f).read().rstrip().rstrip(",")
+    ev = json.loads(text if text.endswith("]") else text + "]")
+    calls = [e for e in ev if e.get("cat") == "collective"]
+    cuda = [e for e in calls if e["args"].get("memory") == "cuda"]
+    algs = sorted({e["args"]["algorithm"] for e in cuda})
+    print("%s: %d calls, %d on device buffers (%s), %d phases" % (f, len(calls), len(cuda), " ".join(algs),
+          sum(1 for e in ev if e.get("cat") == "phase")))
+for f in sorted(glob.glob(d + "/m.*.prom")):
+    n = sum(float(l.split()[-1]) for l in open(f) if l.startswith("fastreduce_collective_calls_total") and 'memory="cuda"' in l)
+    print("%s: %d calls with memory=\"cuda\"" % (f, n))
+EOF
 fi
 if part torch; then
     py=${GPU_CHECK_PYTHON:-python3}
