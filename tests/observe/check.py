@@ -358,6 +358,39 @@ def python_span_test(args):
     report("python: fastreduce.span holds the allreduce made inside it", ok, why)
 
 
+def device_test(args):
+    """Device-buffer calls in the timeline and the metrics, through the
+    stand-in CUDA driver of tests/mpi/test_fakedev (a build with CUDA serves
+    them, and they fail alike on every rank: there is no GPU)."""
+    fake = os.path.join(args.build, "tests/mpi/fakecuda/libcuda.so.1")
+    with open(os.path.join(args.build, "config.h")) as f:
+        cuda = '#define FR_BUILT_CUDA "yes"' in f.read()
+    if not cuda or not os.path.exists(fake):
+        print("SKIP device calls: a build without CUDA refuses device pointers before any call")
+        return
+    work = tempfile.mkdtemp(prefix="fr-observe-dev-")
+    env = dict(os.environ, FR_TEST_FAKE_CUDA=fake, FASTREDUCE_TIMELINE=work + "/t.%r.json",
+               FASTREDUCE_METRICS="file:%s/m.%%r.prom" % work)
+    flags = []
+    if os.path.basename(args.mpiexec).startswith("mpirun"):
+        flags = ["--oversubscribe", "--bind-to", "none", "-x", "FR_TEST_FAKE_CUDA", "-x", "FASTREDUCE_TIMELINE",
+                 "-x", "FASTREDUCE_METRICS"]
+    p = subprocess.run([args.mpiexec] + flags + ["-n", "2", os.path.join(args.build, "tests/mpi/test_fakedev")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    ok, why = job_ok(p.returncode, p.stdout), p.stdout[-1500:] + p.stderr[-1500:]
+    for r in range(2):
+        if not ok:
+            break
+        with open(os.path.join(work, "t.%d.json" % r)) as f:
+            cuda = [e for e in json.load(f) if e.get("cat") == "collective" and e["args"]["memory"] == "cuda"]
+        with open(os.path.join(work, "m.%d.prom" % r)) as f:
+            fails = sum(int(smp.value) for fam in text_string_to_metric_families(f.read())
+                        if fam.name == "fastreduce_collective_failures" for smp in fam.samples)
+        ok = len(cuda) > 0 and len(cuda) == fails and all(e["args"]["status"] != "success" for e in cuda)
+        why = "rank %d: %d device calls in the timeline, %d failures in the metrics" % (r, len(cuda), fails)
+    report("device calls: in the timeline (memory cuda) and counted by the metrics", ok, why)
+
+
 def interposer_test(args):
     """Under the interposer, the calls passed to MPI are counted by reason:
     fastreduce_mpi_passed_total of rank 0's textfile against rank 0's
@@ -429,7 +462,8 @@ def main():
     ap.add_argument("--top", required=True)
     args = ap.parse_args()
     for test in (lambda: prometheus_test(args, 2), lambda: prometheus_test(args, 4), lambda: timeline_test(args),
-                 lambda: python_span_test(args), lambda: interposer_test(args), lambda: malformed_test(args)):
+                 lambda: python_span_test(args), lambda: interposer_test(args), lambda: device_test(args),
+                 lambda: malformed_test(args)):
         try:
             test()
         except Exception as e:  # one broken step is a failure, and the others still run
