@@ -1,4 +1,5 @@
 /* The metrics' HTTP endpoint and textfile (metrics_out.h). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -28,12 +29,20 @@ int fr_metrics_parse(const char *text, double interval, fr_metrics_spec_t *out)
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *end = NULL;
         if (!strncmp(tok, "http:", 5)) {
-            long p = strtol(tok + 5, &end, 10);
-            if (end == tok + 5 || *end || p < 1 || p > 65535)
-                FR_WARN(FR_SUB_INIT, "FASTREDUCE_METRICS: '%s' is not http:PORT with a port of 1 to 65535; no "
-                        "HTTP endpoint", tok);
-            else
+            /* http:PORT or http:ADDR:PORT (an IPv4 address: 127.0.0.1 keeps the endpoint on the host) */
+            const char *colon = strrchr(tok, ':'), *num = colon + 1;
+            long p = strtol(num, &end, 10);
+            struct in_addr a;
+            size_t alen = colon > tok + 4 ? (size_t)(colon - (tok + 5)) : 0;
+            if (alen) snprintf(out->addr, sizeof out->addr, "%.*s", (int)alen, tok + 5);
+            if (end == num || *end || p < 1 || p > 65535 || alen >= sizeof out->addr ||
+                (out->addr[0] && inet_pton(AF_INET, out->addr, &a) != 1)) {
+                FR_WARN(FR_SUB_INIT, "FASTREDUCE_METRICS: '%s' is not http:PORT or http:ADDR:PORT (an IPv4 "
+                        "address, a port of 1 to 65535); no HTTP endpoint", tok);
+                out->addr[0] = '\0';
+            } else {
                 out->port = (int)p;
+            }
         } else if (!strncmp(tok, "file:", 5) && tok[5]) {
             snprintf(out->file, sizeof out->file, "%s", tok + 5);
         } else {
@@ -153,7 +162,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     FR_INFO(FR_SUB_INIT, "libmicrohttpd: %s", msg);
 }
 
-void fr_metrics_http_start(int port, int host_rank)
+void fr_metrics_http_start(const char *addr, int port, int host_rank)
 {
     int p = port + host_rank;
     if (p > 65535) {
@@ -161,9 +170,13 @@ void fr_metrics_http_start(int port, int host_rank)
                 host_rank);
         return;
     }
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p)};
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (addr && *addr) inet_pton(AF_INET, addr, &sa.sin_addr);   /* (checked by fr_metrics_parse) */
     errno = 0;
     daemon_h = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, (uint16_t)p, NULL, NULL,
                                 answer, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                                MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                                 MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
     if (!daemon_h) {
         FR_WARN(FR_SUB_INIT, "FASTREDUCE_METRICS: cannot serve HTTP on port %d (%s); no HTTP endpoint", p,
@@ -171,11 +184,12 @@ void fr_metrics_http_start(int port, int host_rank)
         return;
     }
     daemon_pid = getpid();
-    FR_INFO(FR_SUB_INIT, "metrics at http://%s:%d/metrics", "0.0.0.0", p);
+    FR_INFO(FR_SUB_INIT, "metrics at http://%s:%d/metrics", addr && *addr ? addr : "0.0.0.0", p);
 }
 #else
-void fr_metrics_http_start(int port, int host_rank)
+void fr_metrics_http_start(const char *addr, int port, int host_rank)
 {
+    (void)addr;
     FR_WARN(FR_SUB_INIT, "FASTREDUCE_METRICS: http:%d asked for, but this libfastreduce was built without "
             "libmicrohttpd (install libmicrohttpd-dev and rebuild); no HTTP endpoint", port + host_rank);
 }

@@ -25,7 +25,7 @@ static pthread_mutex_t once_lock = PTHREAD_MUTEX_INITIALIZER;
 static int loaded, want_late, http_wanted, http_started;
 static fr_settings_t pset;
 static unsigned long ncomms;   /* communicators made in this process (the keys) */
-static char host[64];
+static char host[64], http_addr[64];
 
 /* Load the settings and open what needs no peer (lock held). */
 static void process_start(int world_rank)
@@ -45,6 +45,7 @@ static void process_start(int world_rank)
             __atomic_store_n(&fr_trace_enabled, 1, __ATOMIC_RELAXED);
             if (spec.file[0]) fr_metrics_file_start(spec.file, spec.interval, world_rank, host);
             http_wanted = spec.port;
+            snprintf(http_addr, sizeof http_addr, "%s", spec.addr);
         }
     }
     loaded = 1;
@@ -90,7 +91,7 @@ fr_status_t fr_observe_comm(struct fr_comm *comm)
         pthread_mutex_lock(&once_lock);
         if (want[2] && !http_started && hr >= 0) {
             http_started = 1;
-            fr_metrics_http_start(http_wanted, hr);
+            fr_metrics_http_start(http_addr, http_wanted, hr);
         }
         pthread_mutex_unlock(&once_lock);
     }

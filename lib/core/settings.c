@@ -98,8 +98,8 @@ const fr_setting_t fr_settings[FR_S_COUNT] = {
      "Chrome trace events (Perfetto, chrome://tracing); %h is the host, %p the pid, %r the rank in "
      "MPI_COMM_WORLD, which is appended when the name has neither %p nor %r; fastreduce-trace merges the ranks' files"},
     [FR_S_METRICS] = {"FASTREDUCE_METRICS", "", FR_SET_STRING, F(metrics), NULL, 0, FR_WHEN_OBSERVE, FR_SUB_INIT,
-     "Prometheus metrics, a comma list: http:PORT (an HTTP endpoint /metrics on PORT plus the rank's local "
-     "rank), file:PATH (a text file for the node exporter's textfile collector, rewritten atomically every "
+     "Prometheus metrics, a comma list: http:[ADDR:]PORT (an HTTP endpoint /metrics on PORT plus the rank's "
+     "local rank, on every interface or the IPv4 address ADDR), file:PATH (a text file for the node exporter's textfile collector, rewritten atomically every "
      "FASTREDUCE_METRICS_INTERVAL; %h, %p and %r as in FASTREDUCE_TIMELINE)"},
     [FR_S_METRICS_INTERVAL] = {"FASTREDUCE_METRICS_INTERVAL", "15", FR_SET_SECONDS, F(metrics_interval), NULL, 0,
      FR_WHEN_OBSERVE, FR_SUB_INIT, "seconds between rewrites of FASTREDUCE_METRICS's file (more than 0)"},

@@ -155,7 +155,8 @@ def prometheus_test(args, np):
     base = free_ports(np)
     prom = Prometheus(work, ["127.0.0.1:%d" % (base + r) for r in range(np)])
     expect, hold = os.path.join(work, "expect"), os.path.join(work, "hold")
-    env = {"FASTREDUCE_METRICS": "http:%d,file:%s/m.%%r.prom" % (base, work), "FASTREDUCE_METRICS_INTERVAL": "1"}
+    env = {"FASTREDUCE_METRICS": "http:127.0.0.1:%d,file:%s/m.%%r.prom" % (base, work),
+           "FASTREDUCE_METRICS_INTERVAL": "1"}
     job = Job(args, np, env, ["--calls", "20", "--failures", "--expect", expect, "--hold", hold])
     try:
         deadline = time.time() + 240
@@ -443,6 +444,7 @@ def malformed_test(args):
         ("a zero interval", {"FASTREDUCE_METRICS": "file:%s/z.%%r.prom" % work,
                              "FASTREDUCE_METRICS_INTERVAL": "0"}, "must be more than 0"),
         ("a port out of range", {"FASTREDUCE_METRICS": "http:70000"}, "not http:PORT"),
+        ("a malformed address", {"FASTREDUCE_METRICS": "http:1.2.3:%d" % port}, "not http:PORT or http:ADDR:PORT"),
         ("an unknown output", {"FASTREDUCE_METRICS": "ftp:somewhere"}, "neither http:PORT nor file:PATH"),
     ]
     try:
