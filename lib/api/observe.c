@@ -96,8 +96,6 @@ fr_status_t fr_observe_comm(struct fr_comm *comm)
         pthread_mutex_unlock(&once_lock);
     }
     if (!all[0] && !fr_metrics_on()) return FR_SUCCESS;
-    struct fr_observe *o = calloc(1, sizeof *o);
-    /* (a rank without memory for this takes part in the collectives below all the same) */
     long ids[2] = {world_rank, (long)mine};
     if (all[0] && PMPI_Bcast(ids, 2, MPI_LONG, 0, comm->mpi) != MPI_SUCCESS)
         return FR_ERROR(FR_ERR_MPI, "fr_comm_create: MPI_Bcast of the communicator's key failed");
@@ -105,6 +103,8 @@ fr_status_t fr_observe_comm(struct fr_comm *comm)
     if (all[0]) FR_CHECK(fr_arrival_sync(&arr, comm->mpi, 8));
     if (all[1] && fr_arrival_keep(&arr, comm->mpi) != FR_SUCCESS)
         FR_WARN(FR_SUB_INIT, "%s; no late-rank report for this communicator", fr_last_error());
+    /* (after the collectives: a rank short of memory has taken part in them all the same) */
+    struct fr_observe *o = calloc(1, sizeof *o);
     if (!o) {
         fr_arrival_free(&arr);
         FR_WARN(FR_SUB_INIT, "no memory to observe a communicator: its calls are not in the timeline or metrics");
