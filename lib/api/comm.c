@@ -249,12 +249,50 @@ fail:
     return st;
 }
 
+/* Post @p c's barrier: an MPI_Iallreduce (MIN) that also tells every rank
+ * whether all of them can make the late-rank report, with the same
+ * number of calls (a rank broken part-way may have made fewer). */
+static fr_status_t post_bye(struct fr_comm *c)
+{
+    c->bye_vals = malloc(6 * sizeof *c->bye_vals);
+    if (!c->bye_vals) return FR_ERROR(FR_ERR_NO_MEMORY, "fr_comm_destroy: out of memory");
+    long *v = c->bye_vals;
+    v[0] = fr_observe_can_report(c) && !c->broken;
+    v[1] = (long)c->seq;
+    v[2] = -(long)c->seq;
+    if (PMPI_Iallreduce(v, v + 3, 3, MPI_LONG, MPI_MIN, c->mpi, &c->bye) != MPI_SUCCESS) {
+        c->bye = MPI_REQUEST_NULL;
+        return FR_ERROR(FR_ERR_MPI, "fr_comm_destroy: MPI_Iallreduce failed");
+    }
+    return FR_SUCCESS;
+}
+
+/* Wait for @p c's barrier; 1 where the ranks are to make the late-rank report. */
+static int wait_bye(struct fr_comm *c, fr_status_t *st)
+{
+    if (c->bye == MPI_REQUEST_NULL) return 0;
+    c->cur = NULL;
+    fr_status_t w = fr_wait_mpi(c, &c->bye, "MPI_Iallreduce (barrier) of fr_comm_destroy", c->bye_vals);
+    if (w != FR_SUCCESS) {
+        *st = w;
+        if (w != FR_ERR_TIMED_OUT) free(c->bye_vals);
+        c->bye_vals = NULL;   /* (timed out: MPI's now, freed when it completes) */
+        return 0;
+    }
+    const long *all = c->bye_vals + 3;
+    int report = all[0] == 1 && all[1] == -all[2];
+    free(c->bye_vals);
+    c->bye_vals = NULL;
+    return report;
+}
+
 /* See comm.h. Every rank finishes its last collective on a communicator
  * before any endpoint closes (under a timeout the wait is bounded): each
  * communicator's barrier is posted before any is waited for, so ranks that
  * list the same communicators in different orders do not wait for each
  * other (a collective barrier per communicator, one after the other, would
- * hang them). */
+ * hang them). The late-rank reports' reductions are posted only once every
+ * barrier is done, for the same reason. */
 fr_status_t fr_comm_destroy_many(fr_comm_t *comms, int n)
 {
     int fin = 0;
@@ -278,31 +316,31 @@ fr_status_t fr_comm_destroy_many(fr_comm_t *comms, int n)
             continue;
         }
         c->bye = MPI_REQUEST_NULL;
-        if (fin || (c->broken && c->timeout_ns) || c->mpi_left) {
-            /* Nothing to wait for: peers of a communicator broken under a
-             * timeout may be gone (theirs do the same, or time out); and an
-             * MPI request left on mpi must not meet a barrier that others
-             * never post. Broken without a timeout, the barrier stays:
-             * waiting forever is what that setting asks, and a peer that
-             * finished the call needs this rank there. */
-        } else if (fr_observe_destroy_post(c), PMPI_Ibarrier(c->mpi, &c->bye) != MPI_SUCCESS) {
-            c->bye = MPI_REQUEST_NULL;
-            st = FR_ERROR(FR_ERR_MPI, "fr_comm_destroy: MPI_Ibarrier failed");
+        /* Nothing to wait for: peers of a communicator broken under a
+         * timeout may be gone (theirs do the same, or time out); and an MPI
+         * request left on mpi must not meet a barrier that others never
+         * post. Broken without a timeout, the barrier stays: waiting forever
+         * is what that setting asks, and a peer that finished the call needs
+         * this rank there. */
+        if (!(fin || (c->broken && c->timeout_ns) || c->mpi_left)) {
+            fr_status_t b = post_bye(c);
+            if (b != FR_SUCCESS) st = b;
         }
     }
+    int *report = calloc((size_t)(n > 0 ? n : 1), sizeof *report);
+    for (int i = 0; i < n; i++)
+        if (comms[i] && wait_bye(comms[i], &st) && report) report[i] = 1;
+    for (int i = 0; i < n; i++)
+        if (report && report[i]) fr_observe_destroy_post(comms[i]);
     for (int i = 0; i < n; i++) {
         fr_comm_t c = comms[i];
         if (!c) continue;
-        if (c->bye != MPI_REQUEST_NULL) {
-            c->cur = NULL;
-            fr_status_t w = fr_wait_mpi(c, &c->bye, "MPI_Ibarrier of fr_comm_destroy", NULL);
-            if (w != FR_SUCCESS) st = w;
-            else fr_observe_report(c);
-        }
+        if (report && report[i]) fr_observe_report(c);
         live_remove(c);
         free_comm(c);
         fr_mpi_ops_put();
     }
+    free(report);
     return st;
 }
 

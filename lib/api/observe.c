@@ -167,6 +167,11 @@ void fr_observe_thread(const char *name)
     if (fr_timeline_on()) fr_timeline_thread_name(name);
 }
 
+int fr_observe_can_report(const struct fr_comm *comm)
+{
+    return comm->obs && comm->obs->arr.at;
+}
+
 void fr_observe_destroy_post(struct fr_comm *comm)
 {
     if (comm->obs) fr_arrival_post(&comm->obs->arr, comm->mpi, comm->seq);

@@ -37,10 +37,13 @@ void fr_observe_group(struct fr_comm *comm, const fr_group_t *g, fr_trace_call_t
 /* The progress thread names itself in the timeline. */
 void fr_observe_thread(const char *name);
 
-/* fr_comm_destroy: post the late-rank report's reductions (before the
- * communicator's barrier, in the same order on every rank) ... */
+/* Whether this rank of @p comm keeps arrivals for the late-rank report
+ * (fr_comm_destroy asks every rank, and makes the report where all do). */
+int fr_observe_can_report(const struct fr_comm *comm);
+/* fr_comm_destroy, once every rank passed the communicator's barrier:
+ * post the late-rank report's reductions (non-blocking) ... */
 void fr_observe_destroy_post(struct fr_comm *comm);
-/* ... after the barrier, wait for them and print the report (rank 0) ... */
+/* ... wait for them and print the report (rank 0) ... */
 void fr_observe_report(struct fr_comm *comm);
 /* ... and free what @p comm's observation holds (also where its creation
  * failed part-way). */

@@ -96,7 +96,8 @@ struct fr_comm {
     fr_status_t  broken;       /* not FR_SUCCESS: a collective failed part-way; only destroy works now */
     char         broken_why[512];
     int          mpi_left;     /* a timed-out MPI request is still pending on mpi: it is never freed */
-    MPI_Request  bye;          /* fr_comm_destroy_many's barrier */
+    MPI_Request  bye;          /* fr_comm_destroy_many's barrier ... */
+    long        *bye_vals;     /* ... an allreduce: [3] in, [3] out (the heap: a timed-out request keeps it) */
     /* a transfer in flight while shared-memory steps run (hier allreduce's
      * network stage of one chunk under the next chunk's shm steps): the shm
      * waits and long copies call bg(comm, bg_arg) to move it on; NULL: none */
