@@ -114,7 +114,7 @@ elif ! make -C "$build" install >"$work/install.out" 2>&1; then
     echo "FAIL: make -C $build install"; tail -10 "$work/install.out"; failed=$((failed + 1))
 elif out=$(cd "$work/run" && PKG_CONFIG_PATH=$prefix/lib/pkgconfig timeout 300 $mpiexec "${flags[@]}" -n 2 \
                "$venv/bin/python" -c "$check" "$prefix" "$version" 2>&1) &&
-     [ "$(grep -c '^installed package: ok' <<<"$out")" = 2 ]; then
+     [ "$(grep -o 'installed package: ok' <<<"$out" | wc -l)" = 2 ]; then
     echo "python installed package ($(cd "$work" && ls fastreduce-*.whl), $prefix): passed"; passed=$((passed + 1))
 else
     echo "FAIL: the installed package (wheel in $venv, library from pkg-config in $prefix)"; echo "$out" | tail -20
