@@ -186,12 +186,6 @@ void fr_arrival_report(fr_arrival_t *a, MPI_Comm mpi, const char *key)
 
 void fr_arrival_free(fr_arrival_t *a)
 {
-    if (a->red && a->red->posted) {
-        /* (the reductions never completed: MPI may still read and write these) */
-        a->red = NULL;
-        a->at = NULL;
-        return;
-    }
     free(a->at);
     a->at = NULL;
     red_free(a->red);

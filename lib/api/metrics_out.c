@@ -11,6 +11,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "metrics_out.h"
+#include "trace.h"
 #ifdef FR_HAVE_MICROHTTPD
 #include <microhttpd.h>
 #endif
@@ -86,11 +87,7 @@ static void *file_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&file_lock);
     while (!file_stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        double s = (double)until.tv_sec + until.tv_nsec * 1e-9 + file_every;
-        until.tv_sec = (time_t)s;
-        until.tv_nsec = (long)((s - (double)until.tv_sec) * 1e9);
+        struct timespec until = fr_realtime_after(file_every);
         pthread_cond_timedwait(&file_cond, &file_lock, &until);
         if (file_stop) break;
         pthread_mutex_unlock(&file_lock);

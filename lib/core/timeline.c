@@ -99,13 +99,7 @@ static void *writer_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&ring_lock);
     while (!writer_stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 200 * 1000 * 1000;   /* (at least five times a second) */
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = fr_realtime_after(0.2);   /* (at least five times a second) */
         if (head == tail) pthread_cond_timedwait(&ring_cond, &ring_lock, &until);
         pthread_mutex_unlock(&ring_lock);
         drain();

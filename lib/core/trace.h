@@ -37,6 +37,18 @@ static inline uint64_t fr_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The CLOCK_REALTIME time @p seconds from now, for pthread_cond_timedwait
+ * (the library's writer threads wait on it). */
+static inline struct timespec fr_realtime_after(double seconds)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    double s = (double)t.tv_sec + t.tv_nsec * 1e-9 + seconds;
+    t.tv_sec = (time_t)s;
+    t.tv_nsec = (long)((s - (double)t.tv_sec) * 1e9);
+    return t;
+}
+
 /* Add [t0, t1) of @p kind to this thread's call (FR_PH_WAIT: the call's
  * first wait becomes FR_PH_ARRIVE). */
 void fr_trace_phase(fr_phase_t kind, uint64_t t0, uint64_t t1);
