@@ -99,27 +99,26 @@ static int qualifies(const struct fr_comm *comm, const void *send, const void *r
 }
 
 /* This rank's slice of the allreduce: elements [so, so + sl), reduced
- * from in[] into s->tmp piece by piece and written to out[] (to out[me]
- * alone with @p own_only). The inputs are taken in the copy path's order
- * (rank order, or with @p own_first this rank's input first and then the
- * others' in rank order), so that a result has the same bits whichever
+ * from in[] and written to out[] (to out[me] alone with @p own_only) in one
+ * pass, streamed with @p stream. The inputs are taken in the copy path's
+ * order (rank order, or with @p own_first this rank's input first and then
+ * the others' in rank order), so that a result has the same bits whichever
  * memory its buffers are in. */
 static void reduce_slice(fr_shm_t *s, const fr_call_t *call, char **in, char **out, size_t so, size_t sl,
-                         int own_first, int own_only, fr_copy_fn copy_out)
+                         int own_first, int own_only, int stream)
 {
-    const size_t es = fr_dtype_size(call->dtype), pe = FR_SHM_TMP / es;
+    const size_t at = so * fr_dtype_size(call->dtype);
     const int l = s->lsize, me = s->lrank;
-    int order[2] = {0, 1};
-    if (own_first) order[0] = me, order[1] = me == 0 ? 1 : 0;
-    for (size_t po = so; po < so + sl; po += pe) {
-        size_t pn = so + sl - po < pe ? so + sl - po : pe, at = po * es;
-        fr_reduce3(s->tmp, in[order[0]] + at, in[order[1]] + at, pn, call->dtype, call->op);
-        for (int j = 0; j < l; j++)
-            if (j != order[0] && j != order[1]) fr_reduce(s->tmp, in[j] + at, pn, call->dtype, call->op);
-        /* (the next rank's output first: the ranks start on different ones) */
-        for (int k = 1; k <= l; k++)
-            if (!own_only || (me + k) % l == me) copy_out(out[(me + k) % l] + at, s->tmp, pn * es);
-    }
+    const void **src = s->zin;
+    void **dst = s->zout;
+    int nin = 0, nout = 0;
+    if (own_first) src[nin++] = in[me] + at;
+    for (int j = 0; j < l; j++)
+        if (!own_first || j != me) src[nin++] = in[j] + at;
+    /* (the next rank's output first: the ranks start on different ones) */
+    for (int k = 1; k <= l; k++)
+        if (!own_only || (me + k) % l == me) dst[nout++] = out[(me + k) % l] + at;
+    fr_reduce_fanout(dst, nout, src, nin, sl, call->dtype, call->op, stream);
 }
 
 /* This rank's block [at, at + sl) of chunk @p k of a hierarchical call:
@@ -131,7 +130,7 @@ static fr_status_t between_block(struct fr_comm *comm, const fr_call_t *call, ch
     fr_shm_t *s = comm->shm;
     const size_t es = fr_dtype_size(call->dtype);
     char *mine = out[s->lrank] + at * es;
-    reduce_slice(s, call, in, out, at, sl, 1, 1, fr_copy);
+    reduce_slice(s, call, in, out, at, sl, 1, 1, 0);
     if (sl) FR_CHECK(between(comm, call, mine, sl, k));
     for (int j = 0; j < s->lsize; j++)
         if (j != s->lrank) copy_out(out[j] + at * es, mine, sl * es);
@@ -238,7 +237,7 @@ fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, size_t ce
         size_t so, sl, n = call->count - c0 < cel ? call->count - c0 : cel;
         fr_block(n, l, me, &so, &sl);
         if (between) FR_CHECK(between_block(comm, call, in, out, c0 + so, sl, k, between, copy_out));
-        else reduce_slice(s, call, in, out, c0 + so, sl, own_first, 0, copy_out);
+        else reduce_slice(s, call, in, out, c0 + so, sl, own_first, 0, copy_out == fr_copy_stream);
     }
     fr_shm_post(s, FR_SHM_F_ZDONE, Z);
     FR_CHECK(fr_shm_wait_all(comm, FR_SHM_F_ZDONE, Z));

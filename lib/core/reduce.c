@@ -37,6 +37,10 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+#include "copy.h"
 #include "reduce.h"
 #include "trace.h"
 
@@ -240,12 +244,81 @@ typedef void (*fr_kernel_t)(void *out, const void *a, const void *b, size_t n);
             out[i] = (VT)(EXPR);                                               \
         }                                                                      \
     }
+/* The fan-out kernels (fr_reduce_fanout): 64-byte blocks of the result,
+ * each reduced from every input into t (registers, or L1 at worst) and
+ * stored into every output. Memory serves one pass that reads the inputs
+ * and writes the outputs together better than alternating bursts of reading
+ * (a piece reduced into a buffer) and writing (the piece copied out)
+ * (docs/performance.md, "Design decisions"). The order of the operands is
+ * fr_reduce3's, then fr_reduce's, so the bits are theirs. */
+#define FR_FAN_BLOCK 64
+#define FR_FAN_PIECE 16384
+typedef struct {
+    void *const       *out;
+    const void *const *in;
+    int                nout, nin, stream;
+} fr_fan_t;
+typedef void (*fr_fan_kernel_t)(const fr_fan_t *f, size_t i0, size_t n);
+
+/* One block into @p d: with @p stream, non-temporal stores (d 16-byte
+ * aligned), which do not read the line first nor keep it in the cache. */
+static inline void fan_put(char *d, const char *t, int stream)
+{
+#if defined(__x86_64__)
+    if (stream) {
+        for (int k = 0; k < FR_FAN_BLOCK; k += 16)
+            _mm_stream_si128((__m128i *)(d + k), _mm_loadu_si128((const __m128i *)(t + k)));
+        return;
+    }
+#endif
+    typedef char v32 __attribute__((vector_size(32), aligned(1), may_alias));
+    *(v32 *)d = *(const v32 *)t;
+    *(v32 *)(d + 32) = *(const v32 *)(t + 32);
+}
+
+/* Elements [i0, i0 + n) of f (at least two inputs), n a multiple of the
+ * block. Two inputs into one or two outputs, the shape of two ranks, go
+ * through locals that stores to the outputs cannot change. */
+#define FR_FAN_DEF(attr, name, ET, VT, EXPR)                                   \
+    attr static void name(const fr_fan_t *f, size_t i0, size_t n)              \
+    {                                                                          \
+        enum { B = FR_FAN_BLOCK / sizeof(ET) };                                \
+        const ET *a = (const ET *)f->in[0], *b = (const ET *)f->in[1];         \
+        ET *o0 = (ET *)f->out[0], *o1 = f->nout > 1 ? (ET *)f->out[1] : NULL;  \
+        const int simple = f->nin == 2 && f->nout <= 2, stream = f->stream;   \
+        for (size_t i = i0; i < i0 + n; i += B) {                              \
+            ET t[B];                                                           \
+            for (int k = 0; k < B; k++) {                                      \
+                VT x = a[i + k], y = b[i + k];                                 \
+                t[k] = (VT)(EXPR);                                             \
+            }                                                                  \
+            if (simple) {                                                      \
+                fan_put((char *)(o0 + i), (const char *)t, stream);            \
+                if (o1) fan_put((char *)(o1 + i), (const char *)t, stream);    \
+                continue;                                                      \
+            }                                                                  \
+            for (int j = 2; j < f->nin; j++) {                                 \
+                const ET *c = (const ET *)f->in[j] + i;                        \
+                for (int k = 0; k < B; k++) {                                  \
+                    VT x = t[k], y = c[k];                                     \
+                    t[k] = (VT)(EXPR);                                         \
+                }                                                              \
+            }                                                                  \
+            for (int o = 0; o < f->nout; o++)                                  \
+                fan_put((char *)((ET *)f->out[o] + i), (const char *)t, stream); \
+        }                                                                      \
+    }
+
 #if FR_AVX2_KERNELS
 #define FR_KERNEL(name, ET, VT, EXPR)                                          \
     FR_KERNEL_DEF(, name, ET, VT, EXPR)                                        \
-    FR_KERNEL_DEF(__attribute__((target("avx2"))), name##_avx2, ET, VT, EXPR)
+    FR_KERNEL_DEF(__attribute__((target("avx2"))), name##_avx2, ET, VT, EXPR)  \
+    FR_FAN_DEF(, name##_fan, ET, VT, EXPR)                                     \
+    FR_FAN_DEF(__attribute__((target("avx2"))), name##_fan_avx2, ET, VT, EXPR)
 #else
-#define FR_KERNEL(name, ET, VT, EXPR) FR_KERNEL_DEF(, name, ET, VT, EXPR)
+#define FR_KERNEL(name, ET, VT, EXPR)                                          \
+    FR_KERNEL_DEF(, name, ET, VT, EXPR)                                        \
+    FR_FAN_DEF(, name##_fan, ET, VT, EXPR)
 #endif
 
 /* "0u +" and "1u *" promote narrow unsigned types to unsigned int (never
@@ -303,8 +376,10 @@ FR_KERNEL(k_max_bf16, fr_u16, uint16_t, h_max(x, y, 0x7f80, FR_QNAN_BF16))
     [FR_FLOAT64]  = FR_ROW(v, k_sum_f64, k_prod_f64, k_min_f64, k_max_f64),    \
 }
 static const fr_kernel_t fr_kernels[FR_DTYPE_COUNT][FR_OP_COUNT] = FR_TABLE();
+static const fr_fan_kernel_t fr_fan_kernels[FR_DTYPE_COUNT][FR_OP_COUNT] = FR_TABLE(_fan);
 #if FR_AVX2_KERNELS
 static const fr_kernel_t fr_kernels_avx2[FR_DTYPE_COUNT][FR_OP_COUNT] = FR_TABLE(_avx2);
+static const fr_fan_kernel_t fr_fan_kernels_avx2[FR_DTYPE_COUNT][FR_OP_COUNT] = FR_TABLE(_fan_avx2);
 #endif
 
 /* Test hook (not in reduce.h): nonzero makes the kernels the portable ones
@@ -323,18 +398,33 @@ int fr_reduce_force_portable(int on)
 #endif
 }
 
+#if FR_AVX2_KERNELS
+/* Whether the AVX2 set serves. */
+static int use_avx2(void)
+{
+    /* __builtin_cpu_supports reads a word that libgcc's constructor set
+     * (__builtin_cpu_init makes sure of it and is cheap once done) */
+    __builtin_cpu_init();
+    return !fr_reduce_portable_only && __builtin_cpu_supports("avx2");
+}
+#endif
+
 static fr_kernel_t fr_kernel_get(fr_dtype_t dtype, fr_op_t op)
 {
     if ((unsigned)dtype >= FR_DTYPE_COUNT || (unsigned)op >= FR_OP_COUNT)
         return NULL;
 #if FR_AVX2_KERNELS
-    /* __builtin_cpu_supports reads a word that libgcc's constructor set
-     * (__builtin_cpu_init makes sure of it and is cheap once done) */
-    __builtin_cpu_init();
-    if (!fr_reduce_portable_only && __builtin_cpu_supports("avx2"))
-        return fr_kernels_avx2[dtype][op];
+    if (use_avx2()) return fr_kernels_avx2[dtype][op];
 #endif
     return fr_kernels[dtype][op];
+}
+
+static fr_fan_kernel_t fr_fan_get(fr_dtype_t dtype, fr_op_t op)
+{
+#if FR_AVX2_KERNELS
+    if (use_avx2()) return fr_fan_kernels_avx2[dtype][op];
+#endif
+    return fr_fan_kernels[dtype][op];
 }
 
 int fr_op_supported(fr_dtype_t dtype, fr_op_t op)
@@ -358,6 +448,58 @@ void fr_reduce3(void *out, const void *a, const void *b, size_t count,
     uint64_t t0 = fr_trace_begin_detail();
     if (k && count)
         k(out, a, b, count);
+    fr_trace_end(FR_PH_REDUCE, t0);
+}
+
+/* Elements [i0, i0 + n) of f (at least two inputs) a piece at a time:
+ * reduced into a buffer on the stack and copied from there to each output.
+ * The edges of the blocks go this way, and so does all of a reduction of
+ * more than two inputs or outputs whose results stay in cache, where the
+ * block kernel's loops over the inputs and outputs cost more than the
+ * copies. */
+static void fan_pieces(const fr_fan_t *f, fr_kernel_t k, size_t es, size_t i0, size_t n)
+{
+    _Alignas(64) char t[FR_FAN_PIECE];
+    const size_t per = FR_FAN_PIECE / es;
+    for (size_t p = i0; p < i0 + n; p += per) {
+        const size_t m = i0 + n - p < per ? i0 + n - p : per;
+        k(t, (const char *)f->in[0] + p * es, (const char *)f->in[1] + p * es, m);
+        for (int j = 2; j < f->nin; j++) k(t, t, (const char *)f->in[j] + p * es, m);
+        for (int o = 0; o < f->nout; o++) (f->stream ? fr_copy_stream : fr_copy)((char *)f->out[o] + p * es, t, m * es);
+    }
+}
+
+void fr_reduce_fanout(void *const *out, int nout, const void *const *in, int nin, size_t count,
+                      fr_dtype_t dtype, fr_op_t op, int stream)
+{
+    fr_kernel_t k = fr_kernel_get(dtype, op);
+    if (!k || !count || nin < 1 || nout < 1) return;
+    uint64_t t0 = fr_trace_begin_detail();
+    const size_t es = fr_dtype_size(dtype), per = FR_FAN_BLOCK / es;
+    const uintptr_t o0 = (uintptr_t)out[0];
+    /* the blocks start where out[0]'s cache lines do; streaming needs every
+     * output at the same place in its lines */
+    size_t head = o0 % es ? count : ((FR_FAN_BLOCK - o0 % FR_FAN_BLOCK) % FR_FAN_BLOCK) / es;
+    if (head > count) head = count;
+    for (int o = 1; o < nout; o++)
+        if (((uintptr_t)out[o] - o0) % FR_FAN_BLOCK) stream = 0;
+    if (o0 % es) stream = 0;
+    const size_t body = nin < 2 ? 0 : (count - head) / per * per;
+    fr_fan_t f = {out, in, nout, nin, stream};
+    if (nin < 2) {
+        /* nothing to reduce: the input copied to every output */
+        for (int o = 0; o < nout; o++)
+            if (out[o] != in[0]) (stream ? fr_copy_stream : fr_copy)(out[o], in[0], count * es);
+    } else if (!stream && (nin > 2 || nout > 2)) {
+        fan_pieces(&f, k, es, 0, count);
+    } else {
+        fan_pieces(&f, k, es, 0, head);
+        if (body) fr_fan_get(dtype, op)(&f, head, body);
+        fan_pieces(&f, k, es, head + body, count - head - body);
+    }
+#if defined(__x86_64__)
+    if (stream) _mm_sfence();
+#endif
     fr_trace_end(FR_PH_REDUCE, t0);
 }
 

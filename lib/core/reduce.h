@@ -17,6 +17,16 @@ void fr_reduce(void *inout, const void *in, size_t count, fr_dtype_t dtype, fr_o
 void fr_reduce3(void *out, const void *a, const void *b, size_t count,
                 fr_dtype_t dtype, fr_op_t op);
 
+/* The reduction of @p nin inputs written to each of @p nout outputs, in
+ * one pass: out[o][i] = (in[0][i] OP in[1][i]) OP in[2][i] ... (the
+ * operands in fr_reduce3's and then fr_reduce's order, so the bits are
+ * theirs). With @p stream the outputs are written with non-temporal stores
+ * where their alignment allows: for results too large to stay in cache. The
+ * outputs may not overlap the inputs, except that an output may be exactly
+ * an input. */
+void fr_reduce_fanout(void *const *out, int nout, const void *const *in, int nin, size_t count,
+                      fr_dtype_t dtype, fr_op_t op, int stream);
+
 /* buf[i] /= nranks (integers: truncating C division; floats: the exact
  * quotient rounded once to the type). Does nothing unless op is FR_AVG. */
 void fr_avg_finish(void *buf, size_t count, fr_dtype_t dtype, fr_op_t op, int nranks);

@@ -458,7 +458,8 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     if (comm->local_size < 2) return FR_SUCCESS;
     fr_shm_t *s = calloc(1, sizeof *s);
     char *tmp = aligned_alloc(4096, FR_SHM_TMP);
-    char **zptr = calloc(2 * (size_t)comm->local_size, sizeof *zptr);
+    /* (zptr, zin and zout in one block: pointers of one size and alignment) */
+    char **zptr = calloc(4 * (size_t)comm->local_size, sizeof *zptr);
     /* the node's ranks agree first, so none goes on alone */
     int nomem = !s || !tmp || !zptr, any = 0;
     int rc = PMPI_Allreduce(&nomem, &any, 1, MPI_INT, MPI_MAX, comm->node_comm);
@@ -476,6 +477,8 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     s->slow_ratio = slow_ratio;
     s->tmp = tmp;
     s->zptr = zptr;
+    s->zin = (const void **)(void *)(zptr + 2 * comm->local_size);
+    s->zout = (void **)(void *)(zptr + 3 * comm->local_size);
     s->pid = (int32_t)getpid();
     /* (a size no node has: kept from overflowing the layout's sums) */
     s->size = per_rank > ((uint64_t)1 << 50) / (uint64_t)s->lsize ? SIZE_MAX : layout(s, per_rank);

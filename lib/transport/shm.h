@@ -113,6 +113,8 @@ typedef struct fr_shm {
     int            zc_ok;        /* the node's ranks open each other's memfds (zero-copy possible) */
     int32_t        pid;          /* this process's id, as its zero-copy descriptors give it */
     char         **zptr;         /* [2][lsize]: a zero-copy call's inputs and outputs as this rank maps them */
+    const void   **zin;          /* [lsize], in zptr's block: a slice's inputs, in the order reduced */
+    void         **zout;         /* [lsize], in zptr's block: a slice's outputs */
 } fr_shm_t;
 
 /* How this rank writes the result of @p call: with streaming stores from

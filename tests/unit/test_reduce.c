@@ -581,6 +581,102 @@ Test(reduce, bfloat16) { run_all_kernels(FR_BFLOAT16); }
 Test(reduce, float32) { run_all_kernels(FR_FLOAT32); }
 Test(reduce, float64) { run_all_kernels(FR_FLOAT64); }
 
+/* ------------------------------------------------------------------------ */
+/* fr_reduce_fanout: nin inputs reduced into each of nout outputs           */
+
+/* Every output against the reference folded over the inputs in order
+ * (NaN where any operand was NaN), and the guard bytes around it. */
+static void check_fanout(fr_dtype_t dt, fr_op_t op, const char *what, unsigned char *const *in, int nin,
+                         unsigned char *const *out, const unsigned char *const *base, const size_t *off,
+                         int nout, size_t n, const unsigned char *guard)
+{
+    const size_t sz = fr_dtype_size(dt);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char acc[8], nxt[8];
+        memcpy(acc, in[0] + i * sz, sz);
+        int anynan = elem_isnan(dt, acc);
+        for (int j = 1; j < nin; j++) {
+            anynan |= ref_elem(dt, op, acc, in[j] + i * sz, nxt);
+            memcpy(acc, nxt, sz);
+        }
+        for (int o = 0; o < nout; o++) {
+            int ok = anynan ? elem_isnan(dt, out[o] + i * sz) : memcmp(acc, out[o] + i * sz, sz) == 0;
+            cr_assert(ok, "%s %s %s, n %zu: output %d, element %zu differs from the reference", what,
+                      fr_dtype_name(dt), fr_op_name(op), n, o, i);
+        }
+    }
+    for (int o = 0; o < nout; o++) {
+        cr_assert(memcmp(base[o], guard, off[o] * sz) == 0, "%s: output %d written before its start", what, o);
+        cr_assert(memcmp(out[o] + n * sz, guard, GUARD * sz) == 0, "%s: output %d written past its end", what, o);
+    }
+}
+
+static void run_fanout(fr_dtype_t dt)
+{
+    enum { MAXIO = 4 };
+    const size_t sz = fr_dtype_size(dt), maxn = 4099 + 64 + GUARD;
+    unsigned char *in[MAXIO], *obase[MAXIO], *out[MAXIO], *guard = malloc(maxn * sz);
+    cr_assert(guard);
+    memset(guard, 0xa5, maxn * sz);
+    for (int k = 0; k < MAXIO; k++) {
+        in[k] = aligned_alloc(64, maxn * sz);
+        obase[k] = aligned_alloc(64, maxn * sz);
+        cr_assert(in[k] && obase[k]);
+    }
+    for (int mode = 0; mode < n_modes(); mode++) {
+        set_mode(mode);
+        for (int op = 0; op < FR_OP_COUNT; op++)
+            for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+                for (int shape = 0; shape < 6; shape++) {
+                    const size_t n = lengths[li];
+                    /* 1 to 4 inputs and 1 to 3 outputs; outputs at one place in
+                     * their lines (streamed) or not, at a line start or not */
+                    const int nin = 1 + shape % 4, nout = 1 + shape % 3, stream = shape % 2;
+                    size_t off[MAXIO];
+                    for (int o = 0; o < nout; o++) off[o] = shape >= 3 ? (size_t)o : (size_t)(shape % 2) * 3;
+                    for (int j = 0; j < nin; j += 2) fill_pair(dt, in[j], in[j + 1], n);
+                    for (int o = 0; o < nout; o++) {
+                        memcpy(obase[o], guard, maxn * sz);
+                        out[o] = obase[o] + off[o] * sz;
+                    }
+                    fr_reduce_fanout((void *const *)out, nout, (const void *const *)in, nin, n, dt, (fr_op_t)op,
+                                     stream);
+                    check_fanout(dt, (fr_op_t)op, "fanout", in, nin, out, (const unsigned char *const *)obase, off,
+                                 nout, n, guard);
+                }
+        /* an output that is exactly the first input (an in-place rank);
+         * in[0] keeps a copy of that input for the reference */
+        for (int op = 0; op < FR_OP_COUNT; op++) {
+            const size_t n = 4099, offs[2] = { 0, 0 };
+            memcpy(obase[0], guard, maxn * sz);
+            memcpy(obase[1], guard, maxn * sz);
+            fill_pair(dt, obase[0], in[1], n);
+            memcpy(in[0], obase[0], n * sz);
+            unsigned char *outs[2] = { obase[0], obase[1] };
+            const void *srcs[2] = { obase[0], in[1] };
+            fr_reduce_fanout((void *const *)outs, 2, srcs, 2, n, dt, (fr_op_t)op, 1);
+            check_fanout(dt, (fr_op_t)op, "fanout in place", in, 2, outs, (const unsigned char *const *)obase, offs,
+                         2, n, guard);
+        }
+    }
+    for (int k = 0; k < MAXIO; k++) {
+        free(in[k]);
+        free(obase[k]);
+    }
+    free(guard);
+}
+
+Test(reduce_fanout, int8) { run_fanout(FR_INT8); }
+Test(reduce_fanout, uint8) { run_fanout(FR_UINT8); }
+Test(reduce_fanout, int32) { run_fanout(FR_INT32); }
+Test(reduce_fanout, uint32) { run_fanout(FR_UINT32); }
+Test(reduce_fanout, int64) { run_fanout(FR_INT64); }
+Test(reduce_fanout, uint64) { run_fanout(FR_UINT64); }
+Test(reduce_fanout, float16) { run_fanout(FR_FLOAT16); }
+Test(reduce_fanout, bfloat16) { run_fanout(FR_BFLOAT16); }
+Test(reduce_fanout, float32) { run_fanout(FR_FLOAT32); }
+Test(reduce_fanout, float64) { run_fanout(FR_FLOAT64); }
+
 /* A few hand-computed results, so that the references above are also
  * checked against something written down. */
 Test(reduce, known_values)
