@@ -605,10 +605,25 @@ static void check_fanout(fr_dtype_t dt, fr_op_t op, const char *what, unsigned c
                       fr_dtype_name(dt), fr_op_name(op), n, o, i);
         }
     }
+    /* the same bits as the element-wise kernels in their order (checked
+     * above against the reference); a NaN's payload may differ, since the
+     * compiler may swap the operands of a float sum or product */
+    unsigned char *chain = malloc(n * sz + 1);
+    cr_assert(chain);
+    memcpy(chain, in[0], n * sz);
+    if (nin > 1) fr_reduce3(chain, in[0], in[1], n, dt, op);
+    for (int j = 2; j < nin; j++) fr_reduce(chain, in[j], n, dt, op);
     for (int o = 0; o < nout; o++) {
+        for (size_t i = 0; i < n; i++) {
+            const unsigned char *c = chain + i * sz, *g = out[o] + i * sz;
+            cr_assert(memcmp(c, g, sz) == 0 || (elem_isnan(dt, c) && elem_isnan(dt, g)),
+                      "%s %s %s, n %zu: output %d, element %zu is not fr_reduce3/fr_reduce's bits", what,
+                      fr_dtype_name(dt), fr_op_name(op), n, o, i);
+        }
         cr_assert(memcmp(base[o], guard, off[o] * sz) == 0, "%s: output %d written before its start", what, o);
         cr_assert(memcmp(out[o] + n * sz, guard, GUARD * sz) == 0, "%s: output %d written past its end", what, o);
     }
+    free(chain);
 }
 
 static void run_fanout(fr_dtype_t dt)
@@ -618,22 +633,25 @@ static void run_fanout(fr_dtype_t dt)
     unsigned char *in[MAXIO], *obase[MAXIO], *out[MAXIO], *guard = malloc(maxn * sz);
     cr_assert(guard);
     memset(guard, 0xa5, maxn * sz);
+    const size_t alloc = (maxn * sz + 63) / 64 * 64;   /* (aligned_alloc takes whole alignments) */
     for (int k = 0; k < MAXIO; k++) {
-        in[k] = aligned_alloc(64, maxn * sz);
-        obase[k] = aligned_alloc(64, maxn * sz);
+        in[k] = aligned_alloc(64, alloc);
+        obase[k] = aligned_alloc(64, alloc);
         cr_assert(in[k] && obase[k]);
     }
     for (int mode = 0; mode < n_modes(); mode++) {
         set_mode(mode);
         for (int op = 0; op < FR_OP_COUNT; op++)
             for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
-                for (int shape = 0; shape < 6; shape++) {
+                for (int shape = 0; shape < 4 * 3 * 2 * 3; shape++) {
                     const size_t n = lengths[li];
-                    /* 1 to 4 inputs and 1 to 3 outputs; outputs at one place in
-                     * their lines (streamed) or not, at a line start or not */
-                    const int nin = 1 + shape % 4, nout = 1 + shape % 3, stream = shape % 2;
+                    /* 1 to 4 inputs, 1 to 3 outputs, streamed or not; the
+                     * outputs at a line's start, at one place in their lines
+                     * but not its start, or at different places */
+                    const int nin = 1 + shape % 4, nout = 1 + shape / 4 % 3, stream = shape / 12 % 2;
+                    const int place = shape / 24;
                     size_t off[MAXIO];
-                    for (int o = 0; o < nout; o++) off[o] = shape >= 3 ? (size_t)o : (size_t)(shape % 2) * 3;
+                    for (int o = 0; o < nout; o++) off[o] = place == 0 ? 0 : place == 1 ? 3 : (size_t)o;
                     for (int j = 0; j < nin; j += 2) fill_pair(dt, in[j], in[j + 1], n);
                     for (int o = 0; o < nout; o++) {
                         memcpy(obase[o], guard, maxn * sz);
@@ -644,20 +662,29 @@ static void run_fanout(fr_dtype_t dt)
                     check_fanout(dt, (fr_op_t)op, "fanout", in, nin, out, (const unsigned char *const *)obase, off,
                                  nout, n, guard);
                 }
-        /* an output that is exactly the first input (an in-place rank);
-         * in[0] keeps a copy of that input for the reference */
-        for (int op = 0; op < FR_OP_COUNT; op++) {
-            const size_t n = 4099, offs[2] = { 0, 0 };
-            memcpy(obase[0], guard, maxn * sz);
-            memcpy(obase[1], guard, maxn * sz);
-            fill_pair(dt, obase[0], in[1], n);
-            memcpy(in[0], obase[0], n * sz);
-            unsigned char *outs[2] = { obase[0], obase[1] };
-            const void *srcs[2] = { obase[0], in[1] };
-            fr_reduce_fanout((void *const *)outs, 2, srcs, 2, n, dt, (fr_op_t)op, 1);
-            check_fanout(dt, (fr_op_t)op, "fanout in place", in, 2, outs, (const unsigned char *const *)obase, offs,
-                         2, n, guard);
-        }
+        /* an output that is exactly an input (an in-place rank): two
+         * inputs into two outputs streamed, the first input also the first
+         * output; three into three in cache (pieces), the last input also
+         * the last output. copy[] keeps the inputs for the reference. */
+        for (int op = 0; op < FR_OP_COUNT; op++)
+            for (int shape = 0; shape < 2; shape++) {
+                const size_t n = 4099, offs[3] = { 0, 0, 0 };
+                const int nio = 2 + shape, same = shape ? 2 : 0;
+                unsigned char *copy[3], *outs[3];
+                const void *srcs[3];
+                for (int j = 0; j < nio; j++) {
+                    memcpy(obase[j], guard, maxn * sz);
+                    outs[j] = obase[j];
+                    copy[j] = in[j];
+                }
+                fill_pair(dt, in[0], in[1], n);
+                fill_pair(dt, in[2], in[3], n);
+                memcpy(obase[same], in[same], n * sz);
+                for (int j = 0; j < nio; j++) srcs[j] = j == same ? obase[same] : in[j];
+                fr_reduce_fanout((void *const *)outs, nio, srcs, nio, n, dt, (fr_op_t)op, !shape);
+                check_fanout(dt, (fr_op_t)op, "fanout in place", copy, nio, outs, (const unsigned char *const *)obase,
+                             offs, nio, n, guard);
+            }
     }
     for (int k = 0; k < MAXIO; k++) {
         free(in[k]);
