@@ -44,20 +44,21 @@ _Static_assert(sizeof(zdesc_t) == FR_SHM_ZC_DESC, "a descriptor is two lines");
  * are the same on every rank of a node (comm->oversubscribed is agreed). */
 #define ZC_ALLREDUCE_MIN ((size_t)4096)
 #define ZC_BCAST_MIN     ((size_t)32768)
-#define ZC_OVERSUBSCRIBED_MIN ((size_t)65536)
+#define ZC_OVERSUBSCRIBED_ALLREDUCE_MIN ((size_t)65536)
+#define ZC_OVERSUBSCRIBED_BCAST_MIN     ((size_t)131072)
 /* The chunk of the copy path that serves the slices of a rank that could
  * not map its peers' buffers (a rare failure: the size matters little). */
 #define RECOVER_CHUNK (512u * 1024u)
 
 int fr_shm_zc_allreduce_size(const struct fr_comm *comm, const fr_call_t *call)
 {
-    size_t min = comm->oversubscribed ? ZC_OVERSUBSCRIBED_MIN : ZC_ALLREDUCE_MIN;
+    size_t min = comm->oversubscribed ? ZC_OVERSUBSCRIBED_ALLREDUCE_MIN : ZC_ALLREDUCE_MIN;
     return comm->shm && comm->shm->zc_ok && call->bytes >= min;
 }
 
 int fr_shm_zc_bcast_size(const struct fr_comm *comm, const fr_call_t *call)
 {
-    size_t min = comm->oversubscribed ? ZC_OVERSUBSCRIBED_MIN : ZC_BCAST_MIN;
+    size_t min = comm->oversubscribed ? ZC_OVERSUBSCRIBED_BCAST_MIN : ZC_BCAST_MIN;
     return comm->shm && comm->shm->zc_ok && call->bytes >= min;
 }
 

@@ -327,7 +327,7 @@ static void test_bcast_grid(void)
     for (int root = 0; root < np; root++)
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
             for (int sh = 0; sh < 2; sh++) {
-                int want = !sh || !zc_on || sizes[k] < 8192 ? 0 : sizes[k] >= 65536 ? 1 : -1;
+                int want = !sh || !zc_on || sizes[k] < 8192 ? 0 : sizes[k] >= 131072 ? 1 : -1;
                 bcast_case(comm, sizes[k], root, sh, want);
             }
 }
