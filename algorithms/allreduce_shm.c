@@ -9,7 +9,6 @@
  * buffers come from fr_mem_alloc, messages from 4 KiB (64 KiB when the
  * machine's ranks outnumber its cores) go zero-copy instead (shm_zcopy.h). */
 #include <string.h>
-#include <stdlib.h>
 #include "alg_util.h"
 #include "alg.h"
 #include "reduce.h"
@@ -87,7 +86,7 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
     }
     if (fr_shm_zc_allreduce_size(comm, call)) {
         int done, chunked = call->bytes > one_shot_max(comm);
-        size_t cel = chunked && !getenv("FR_ZC_CONTIG") ? fr_shm_chunk_elems(comm, call, default_chunk(call)) : call->count;
+        size_t cel = chunked ? fr_shm_chunk_elems(comm, call, default_chunk(call)) : call->count;
         FR_CHECK(fr_shm_zc_allreduce(comm, call, cel, chunked, NULL, &done));
         if (done) return FR_SUCCESS;
     }
