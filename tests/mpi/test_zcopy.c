@@ -41,6 +41,7 @@
 #include "testutil.h"
 #include "reference.h"
 #include "forced.h"
+#include "internal.h"   /* fr_comm_zero_copy_min */
 
 static int np, me, quick;
 static fr_comm_t comm;
@@ -324,10 +325,15 @@ static void test_forced(void)
 static void test_bcast_grid(void)
 {
     const size_t sizes[] = { 0, 5, 65536, 70001, quick ? 300007 : 4000037 };
+    /* (from 32 KiB, or 128 KiB where the machine's ranks outnumber its
+     * cores: the threshold fastreduce-info reports) */
+    const size_t zc_min = fr_comm_zero_copy_min(comm, FR_COLL_BCAST);
+    tu_begin("the bcast's zero-copy threshold");
+    TU_CHECK(!zc_on || zc_min == 32768 || zc_min == 131072, "the bcast's zero-copy threshold is %zu", zc_min);
     for (int root = 0; root < np; root++)
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
             for (int sh = 0; sh < 2; sh++) {
-                int want = !sh || !zc_on || sizes[k] < 8192 ? 0 : sizes[k] >= 131072 ? 1 : -1;
+                int want = sh && zc_on && sizes[k] >= zc_min;
                 bcast_case(comm, sizes[k], root, sh, want);
             }
 }
