@@ -477,14 +477,11 @@ void fr_reduce_fanout(void *const *out, int nout, const void *const *in, int nin
     uint64_t t0 = fr_trace_begin_detail();
     const size_t es = fr_dtype_size(dtype), per = FR_FAN_BLOCK / es;
     const uintptr_t o0 = (uintptr_t)out[0];
-    /* the blocks start where out[0]'s cache lines do; the blocks' streaming
-     * stores need every output at the same place in its lines */
-    size_t head = o0 % es ? count : ((FR_FAN_BLOCK - o0 % FR_FAN_BLOCK) % FR_FAN_BLOCK) / es;
-    if (head > count) head = count;
+    /* the blocks' streaming stores need every output at the same place in
+     * its lines */
     int lined_up = !(o0 % es);
     for (int o = 1; o < nout; o++)
         if (((uintptr_t)out[o] - o0) % FR_FAN_BLOCK) lined_up = 0;
-    const size_t body = nin < 2 ? 0 : (count - head) / per * per;
     fr_fan_t f = {out, in, nout, nin, stream};
     if (nin < 2) {
         /* nothing to reduce: the input copied to every output */
@@ -495,6 +492,10 @@ void fr_reduce_fanout(void *const *out, int nout, const void *const *in, int nin
          * pieces' copies stream each output on its own) */
         fan_pieces(&f, k, es, 0, count);
     } else {
+        /* the blocks start where out[0]'s cache lines do */
+        size_t head = o0 % es ? count : ((FR_FAN_BLOCK - o0 % FR_FAN_BLOCK) % FR_FAN_BLOCK) / es;
+        if (head > count) head = count;
+        const size_t body = (count - head) / per * per;
         fan_pieces(&f, k, es, 0, head);
         if (body) fr_fan_get(dtype, op)(&f, head, body);
         fan_pieces(&f, k, es, head + body, count - head - body);
