@@ -108,13 +108,17 @@ static int every_rank_shared(const pattern_t *pt, int inplace)
     return 1;
 }
 
-/* The zero-copy answer a call must give: 1 or 0, or -1 where either is right. */
-static int expected_zc(int all, size_t nb)
+/* Whether an allreduce of @p count on @p c goes zero-copy: every rank's
+ * buffers shared, the size at the threshold or past it, and the table's
+ * choice the shm algorithm (the only one that looks for shared buffers). */
+static int expected_zc(fr_comm_t c, int all, size_t count, fr_dtype_t dt, fr_op_t op)
 {
-    if (!zc_on || !all || nb < 4096) return 0;
-    return nb >= 65536 ? 1 : -1;
+    if (!zc_on || !all || count * tu_dtype_sizes[dt] < fr_comm_zero_copy_min(c, FR_COLL_ALLREDUCE)) return 0;
+    return !strcmp(fr_allreduce_algorithm(c, count, dt, op), "shm");
 }
 
+/* The zero-copy answer the call just made must give: @p want 1 or 0, or -1
+ * where the test leaves it open (hier's node stages). */
 static void check_zc(int want)
 {
     int got = fr_last_zero_copy();
@@ -257,15 +261,18 @@ static void test_allreduce_grid(void)
     const pattern_t full[] = { {"all-shared", all_shared, 0}, {"none-shared", none_shared, 0},
                                {"last-recv-private", one_differs, 4 * (np - 1) + 1} };
     const size_t counts[] = { 0, 7, 70001 };
+    /* (from 4 KiB, or 64 KiB where the machine's ranks outnumber its cores) */
+    const size_t zc_min = fr_comm_zero_copy_min(comm, FR_COLL_ALLREDUCE);
+    tu_begin("the allreduce's zero-copy threshold");
+    TU_CHECK(!zc_on || zc_min == 4096 || zc_min == 65536, "the allreduce's zero-copy threshold is %zu", zc_min);
     for (int dt = 0; dt < FR_DTYPE_COUNT; dt++)
         for (int op = 0; op < FR_OP_COUNT; op++)
             for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
                 for (int inplace = 0; inplace < 2; inplace++)
-                    for (size_t p = 0; p < sizeof full / sizeof full[0]; p++) {
-                        size_t nb = counts[k] * tu_dtype_sizes[dt];
+                    for (size_t p = 0; p < sizeof full / sizeof full[0]; p++)
                         allreduce_case(comm, "default", (fr_dtype_t)dt, (fr_op_t)op, counts[k], inplace, &full[p],
-                                       expected_zc(every_rank_shared(&full[p], inplace), nb));
-                    }
+                                       expected_zc(comm, every_rank_shared(&full[p], inplace), counts[k],
+                                                   (fr_dtype_t)dt, (fr_op_t)op));
     /* every way one rank's buffers can differ from the others', and every other rank's */
     const size_t sizes[] = { 16411, quick ? 300007 : 2500007 };
     for (size_t k = 0; k < 2; k++)
@@ -277,9 +284,9 @@ static void test_allreduce_grid(void)
                 for (int m = 0; m < 3; m++) pats[npat++] = (pattern_t){"one-rank-differs", one_differs, 4 * r + m};
             for (int p = 0; p < npat; p++) {
                 allreduce_case(comm, "default", FR_FLOAT32, FR_SUM, sizes[k], inplace, &pats[p],
-                               expected_zc(every_rank_shared(&pats[p], inplace), sizes[k] * 4));
+                               expected_zc(comm, every_rank_shared(&pats[p], inplace), sizes[k], FR_FLOAT32, FR_SUM));
                 allreduce_case(comm, "default", FR_INT8, FR_MAX, sizes[k], inplace, &pats[p],
-                               expected_zc(every_rank_shared(&pats[p], inplace), sizes[k]));
+                               expected_zc(comm, every_rank_shared(&pats[p], inplace), sizes[k], FR_INT8, FR_MAX));
             }
         }
 }
@@ -305,19 +312,20 @@ static void test_forced(void)
     for (int i = 0; i < n; i++) {
         if (!(c = forcing(algs[i], spec, sizeof spec))) continue;
         /* (one that cannot serve one node falls back to the table's choice, shm) */
-        int shm = !strcmp(fr_allreduce_algorithm(c, 70001, FR_FLOAT32, FR_SUM), "shm");
         for (int inplace = 0; inplace < 2; inplace++) {
-            allreduce_case(c, spec, FR_FLOAT32, FR_SUM, 70001, inplace, &shared, shm ? expected_zc(1, 280004) : 0);
+            allreduce_case(c, spec, FR_FLOAT32, FR_SUM, 70001, inplace, &shared,
+                           expected_zc(c, 1, 70001, FR_FLOAT32, FR_SUM));
             allreduce_case(c, spec, FR_INT32, FR_MIN, 70001, inplace, &mixed,
-                           shm ? expected_zc(every_rank_shared(&mixed, inplace), 280004) : 0);
+                           expected_zc(c, every_rank_shared(&mixed, inplace), 70001, FR_INT32, FR_MIN));
         }
         fr_comm_destroy(c);
     }
     n = tu_forced("test_zcopy", FR_COLL_BCAST, 0, algs);
     for (int i = 0; i < n; i++) {
         if (!(c = forcing(algs[i], spec, sizeof spec))) continue;
-        int shm = !strcmp(fr_bcast_algorithm(c, 200003, FR_INT8, 0), "shm");
-        for (int root = 0; root < np; root++) bcast_case(c, 200003, root, 1, shm ? expected_zc(1, 200003) : 0);
+        int want = zc_on && !strcmp(fr_bcast_algorithm(c, 200003, FR_INT8, 0), "shm") &&
+                   200003 >= fr_comm_zero_copy_min(c, FR_COLL_BCAST);
+        for (int root = 0; root < np; root++) bcast_case(c, 200003, root, 1, want);
         fr_comm_destroy(c);
     }
 }
@@ -364,8 +372,8 @@ static void test_same_bits(void)
             int zc_private = fr_last_zero_copy();
             TU_CHECK(a == FR_SUCCESS && b == FR_SUCCESS, "%s, %s", tu_status(a), tu_status(b));
             TU_CHECK(!zc_private, "a call with a private receive buffer went zero-copy");
-            int want = expected_zc(1, n * es);
-            TU_CHECK(want < 0 || zc == want, "fr_last_zero_copy() was %d for the shared buffers, want %d", zc, want);
+            int want = expected_zc(comm, 1, n, t, FR_SUM);
+            TU_CHECK(zc == want, "fr_last_zero_copy() was %d for the shared buffers, want %d", zc, want);
             size_t nbad, i = tu_first_diff(sh_r.p, pr_r.p, n, es, &nbad);
             TU_CHECK(i == n, "%zu of %zu elements differ from the copy path's, the first at %zu", nbad, n, i);
             buf_put(&sh_s);
@@ -456,7 +464,7 @@ static void test_realloc(void)
         for (size_t i = 0; i < count && st == FR_SUCCESS; i++)
             bad += v[i] != (int32_t)(i * 3 + (size_t)round) * (np * (np + 1) / 2);
         TU_CHECK(st == FR_SUCCESS && !bad, "%s, %zu elements wrong", tu_status(st), bad);
-        check_zc(expected_zc(1, count * 4));
+        check_zc(expected_zc(comm, 1, count, FR_INT32, FR_SUM));
     }
     buf_put(&keep);
 }
@@ -721,7 +729,8 @@ static void test_map_failure(void)
         TU_CHECK(!zc, "fr_last_zero_copy() is 1 although a rank could not map");
     }
     pattern_t shared = {"all-shared", all_shared, 0};
-    allreduce_case(comm, "after the limit is restored", FR_FLOAT32, FR_SUM, count, 0, &shared, expected_zc(1, count * 4));
+    allreduce_case(comm, "after the limit is restored", FR_FLOAT32, FR_SUM, count, 0, &shared,
+                   expected_zc(comm, 1, count, FR_FLOAT32, FR_SUM));
 }
 
 int main(int argc, char **argv)
