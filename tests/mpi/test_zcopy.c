@@ -117,12 +117,11 @@ static int expected_zc(fr_comm_t c, int all, size_t count, fr_dtype_t dt, fr_op_
     return !strcmp(fr_allreduce_algorithm(c, count, dt, op), "shm");
 }
 
-/* The zero-copy answer the call just made must give: @p want 1 or 0, or -1
- * where the test leaves it open (hier's node stages). */
+/* The zero-copy answer the call just made must give (@p want 1 or 0). */
 static void check_zc(int want)
 {
     int got = fr_last_zero_copy();
-    if (want >= 0) TU_CHECK(got == want, "fr_last_zero_copy() is %d, want %d", got, want);
+    TU_CHECK(got == want, "fr_last_zero_copy() is %d, want %d", got, want);
 }
 
 static void allreduce_case(fr_comm_t c, const char *algo, fr_dtype_t dt, fr_op_t op, size_t count, int inplace,
@@ -522,7 +521,7 @@ static void test_setting_off(void)
     unsetenv("FASTREDUCE_ZERO_COPY");
     if (!TU_CHECK(st == FR_SUCCESS, "fr_comm_create: %s", fr_last_error())) return;
     pattern_t shared = {"all-shared", all_shared, 0};
-    allreduce_case(c, "zero-copy off on one rank", FR_FLOAT64, FR_SUM, 100003, 0, &shared, np > 1 ? 0 : -1);
+    allreduce_case(c, "zero-copy off on one rank", FR_FLOAT64, FR_SUM, 100003, 0, &shared, 0);
     /* (a reader with it off does not map the root's buffer either) */
     for (int root = 0; root < np; root++) bcast_case(c, 300001, root, 1, 0);
     fr_comm_destroy(c);
@@ -628,6 +627,7 @@ static void test_hier(int node_size)
     tu_begin("fr_comm_create forcing hier over nodes of %d ranks", node_size);
     if (!TU_CHECK(fr_comm_create(MPI_COMM_WORLD, &cfg, &c) == FR_SUCCESS, "%s", fr_last_error())) return;
     const size_t counts[] = { 70001, quick ? 600007 : 2500007 };
+    const size_t zc_min = fr_comm_zero_copy_min(c, FR_COLL_ALLREDUCE);
     for (int a = -1; a < 2; a++) {
         pattern_t pt = {"node-shared", node_shared, a};
         for (size_t k = 0; k < 2; k++)
@@ -637,8 +637,9 @@ static void test_hier(int node_size)
                 int mine = node_of(me, node_size) != a &&
                            !strcmp(fr_allreduce_algorithm(c, counts[k], FR_FLOAT32, FR_SUM), "hier");
                 allreduce_case(c, "hier", FR_FLOAT32, FR_SUM, counts[k], inplace, &pt,
-                               zc_on && mine && counts[k] * 4 >= 65536 ? 1 : zc_on && mine ? -1 : 0);
-                allreduce_case(c, "hier", FR_INT8, FR_MAX, counts[k], inplace, &pt, zc_on && mine ? -1 : 0);
+                               zc_on && mine && counts[k] * 4 >= zc_min);
+                allreduce_case(c, "hier", FR_INT8, FR_MAX, counts[k], inplace, &pt,
+                               zc_on && mine && counts[k] >= zc_min);
             }
     }
     /* the last rank cannot map its peers' new buffers: its node takes the
