@@ -14,6 +14,7 @@
 #include "log.h"
 #include "reduce.h"
 #include "device.h"
+#include "wait.h"
 
 /* ---- the fr_comm_t cached on an MPI communicator ------------------------- */
 /* An entry per cached communicator; destroyed when the MPI communicator is
@@ -64,7 +65,11 @@ static int comm_delete(MPI_Comm c, int key, void *val, void *extra)
      * that have some, leaving the others waiting: a call behind them, on
      * every rank (started is set alike), completes them first. */
     if (fc && __atomic_load_n(&e->started, __ATOMIC_ACQUIRE)) fr_bcast(NULL, 0, FR_UINT8, 0, fc);
-    if (fc) fr_comm_destroy(fc);
+    /* Behind the call, a request may still count as pending on some ranks
+     * only: its device work not ended, or another thread inside MPI_Test of
+     * it. A rank refused would leave the others in the destroy's barrier,
+     * so each tries again until it is through. */
+    for (uint64_t polls = 0; fc && fr_comm_destroy(fc) == FR_ERR_PENDING;) fr_backoff(&polls, fc->spin);
     free(e);
     return MPI_SUCCESS;
 }
