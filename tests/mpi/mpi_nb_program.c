@@ -21,8 +21,8 @@
  *             then crashes in MPI_Wait: only where the call is served)
  *   --free-tested  also, at MPI_THREAD_MULTIPLE: 40 times, a thread tests a
  *             request while the main thread frees its communicator (a
- *             stress case, not in the suite: under MPICH with the
- *             interposer about 1 launch in 150 still hangs, cause unknown)
+ *             stress case kept out of the suite: under MPICH with the
+ *             interposer a rare launch still hangs, cause not yet known)
  *   --errors  instead: an MPI_Iallreduce with a NULL recvbuf on a
  *             communicator with its own error handler
  *   --fail    instead: rank 0 alone starts an MPI_Iallreduce (run it with
