@@ -14,6 +14,7 @@
 #include "log.h"
 #include "reduce.h"
 #include "device.h"
+#include "request.h"
 #include "wait.h"
 
 /* ---- the fr_comm_t cached on an MPI communicator ------------------------- */
@@ -141,13 +142,19 @@ void fr_mpi_call_begin(fr_mpi_served_t *h)
 /* Who may run @p fc's requests here (FR_MPI_CAN_*), agreed over its ranks:
  * a process's thread level and FASTREDUCE_PROGRESS are its own, and a
  * non-blocking call that some ranks serve and others pass would wait
- * forever. */
+ * forever. The progress thread is made now where a request could be
+ * served, and agreed too: a rank that could not make it would refuse its
+ * requests (Open MPI) or run them only inside MPI_Test (MPICH) while the
+ * others start theirs; and agreeing later, inside a non-blocking call, would
+ * wait for ranks that do not make that call. */
 static int agreed_can(fr_comm_t fc)
 {
     int level = MPI_THREAD_SINGLE, mine, all = 0;
     if (PMPI_Query_thread(&level) != MPI_SUCCESS) level = MPI_THREAD_SINGLE;
     mine = (fc->set.progress != FR_PROGRESS_CALLER ? FR_MPI_CAN_THREAD : 0) |
            (level == MPI_THREAD_MULTIPLE ? FR_MPI_CAN_MULTIPLE : 0);
+    if ((mine & FR_MPI_CAN_THREAD) && (fr_mpi_grequest_poll() || (mine & FR_MPI_CAN_MULTIPLE)) && fr_prog_thread(fc))
+        mine |= FR_MPI_HAS_THREAD;
     if (PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_BAND, fc->mpi) != MPI_SUCCESS) return 0;
     return all;
 }

@@ -17,6 +17,7 @@
 enum {
     FR_MPI_CAN_THREAD = 1,     /* FASTREDUCE_PROGRESS=thread: a progress thread runs them */
     FR_MPI_CAN_MULTIPLE = 2,   /* MPI_THREAD_MULTIPLE: that thread may call MPI */
+    FR_MPI_HAS_THREAD = 4,     /* the progress thread is made (where a request could be served) */
 };
 
 /* The value of the attribute a cached MPI communicator carries. */
@@ -49,6 +50,11 @@ void fr_mpi_call_begin(fr_mpi_served_t *h);
 const char *fr_mpi_allreduce_why(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                                  MPI_Comm comm, fr_mpi_call_t *c);
 const char *fr_mpi_bcast_why(void *buffer, int count, MPI_Datatype datatype, MPI_Comm comm, fr_mpi_call_t *c);
+
+/* 1 where MPI_Test can complete a served request itself (MPICH's
+ * generalized-request poll, lib/api/mpi_nb.c); else only the progress
+ * thread can, under MPI_THREAD_MULTIPLE. */
+int fr_mpi_grequest_poll(void);
 
 /* @p st as an MPI error class. */
 int fr_mpi_error(fr_status_t st);

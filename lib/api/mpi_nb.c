@@ -30,7 +30,10 @@
 #endif
 
 /* One served call: the generalized request's extra state, freed by its
- * free function once MPI is done with the request. */
+ * free function once MPI is done with the request. (MPI makes
+ * MPI_Request_free and MPI_Cancel of a non-blocking collective's request
+ * erroneous, so the program completes it; with the poll, a request freed
+ * anyway is never polled again, and its state stays.) */
 typedef struct nb {
     MPI_Request    mreq;    /* the generalized request, made before anything can complete it */
     int            err;     /* the MPI error class it completes with */
@@ -144,18 +147,30 @@ static fr_status_t start(nb_t *s, fr_comm_t fc, const fr_call_t *call)
 
 /* Why a call that fastreduce could serve blocking goes to the MPI library
  * non-blocking: where nothing would run it without the caller's help, or
- * MPI could not be told it is done. Agreed (c->cached->can), so the same
- * on every rank. */
+ * MPI could not be told it is done, or a rank has no progress thread.
+ * Agreed (c->cached->can), so the same on every rank. */
 static const char *why_not(const fr_mpi_call_t *c, const fr_call_t *call)
 {
-    if (!(c->cached->can & FR_MPI_CAN_THREAD)) return "FASTREDUCE_PROGRESS=caller";
-    if (c->cached->can & FR_MPI_CAN_MULTIPLE) return NULL;
+    const int can = c->cached->can;
+    if (!(can & FR_MPI_CAN_THREAD)) return "FASTREDUCE_PROGRESS=caller";
+    if (!(can & FR_MPI_CAN_MULTIPLE)) {
 #ifdef FR_HAVE_GREQUEST_POLL
-    /* the progress thread may not call MPI: a request whose run calls MPI
-     * would wait for the caller's MPI_Test to run it, to its end */
-    return fr_prog_may_need_mpi(c->fc, call) ? "needs MPI below MPI_THREAD_MULTIPLE" : NULL;
+        /* the progress thread may not call MPI: a request whose run calls MPI
+         * would wait for the caller's MPI_Test to run it, to its end */
+        if (fr_prog_may_need_mpi(c->fc, call)) return "needs MPI below MPI_THREAD_MULTIPLE";
 #else
-    return "below MPI_THREAD_MULTIPLE, no grequest poll";
+        return "below MPI_THREAD_MULTIPLE, no grequest poll";
+#endif
+    }
+    return can & FR_MPI_HAS_THREAD ? NULL : "no progress thread on some rank";
+}
+
+int fr_mpi_grequest_poll(void)
+{
+#ifdef FR_HAVE_GREQUEST_POLL
+    return 1;
+#else
+    return 0;
 #endif
 }
 

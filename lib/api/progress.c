@@ -174,7 +174,11 @@ static void run_head(struct fr_prog *P, struct fr_comm *comm)
         w->next = P->issued;
         P->issued = w;
     } else if (w->done) {
-        /* (outside the lock: the callback may call MPI) */
+        /* (outside the lock: the callback may call MPI. Counted done
+         * first, as MPI may let the program free the communicator once the
+         * callback completes its request; a destroy that goes ahead still
+         * waits for the callback: for this thread in its join, and for a
+         * caller running it, which counts among the waiters.) */
         P->open--;
         pthread_mutex_unlock(&P->lock);
         w->done(w->done_arg, st, w->detail);
@@ -321,6 +325,16 @@ fr_status_t fr_request_start_detached(struct fr_comm *comm, const fr_call_t *cal
     enqueue_request(comm, P, w);
     pthread_mutex_unlock(&P->lock);
     return FR_SUCCESS;
+}
+
+int fr_prog_thread(struct fr_comm *comm)
+{
+    struct fr_prog *P = comm->prog;
+    pthread_mutex_lock(&P->lock);
+    thread_wanted(comm, P);
+    int on = P->thread_on;
+    pthread_mutex_unlock(&P->lock);
+    return on;
 }
 
 int fr_prog_unprompted(struct fr_comm *comm)

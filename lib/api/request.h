@@ -78,6 +78,11 @@ fr_status_t fr_request_start(struct fr_comm *comm, const fr_call_t *call, fr_req
  * requests this way.) */
 fr_status_t fr_request_start_detached(struct fr_comm *comm, const fr_call_t *call,
                                       void (*done)(void *arg, fr_status_t st, const char *detail), void *arg);
+/* Make @p comm's progress thread now, unless FASTREDUCE_PROGRESS=caller:
+ * 1 when it runs. (The interposer makes it with its cached communicator and
+ * agrees on it, so that no rank is left without one while the others start
+ * requests.) */
+int fr_prog_thread(struct fr_comm *comm);
 /* 1 when @p comm's requests run on a progress thread with MPI allowed
  * there (thread mode under MPI_THREAD_MULTIPLE): a detached request is
  * then run whatever its algorithm. */

@@ -29,6 +29,7 @@
  *             FASTREDUCE_TIMEOUT set); MPI_COMM_WORLD's errors return
  * Prints "mpi_nb_program <level> np=N: P passed, F failed" (rank 0), each
  * failure on its own line; exit status 1 when any failed. */
+#define _GNU_SOURCE   /* pthread_setattr_default_np */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -369,6 +370,34 @@ static void free_before_wait(void)
     check(ok, "iallreduce on a communicator freed before MPI_Wait", MPI_COMM_WORLD);
 }
 
+/* A thread of the program's own: an explicit stack size, so that it is
+ * made under FR_TEST_NO_THREADS too. */
+static void spawn(pthread_t *tid, void *(*fn)(void *), void *arg)
+{
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setstacksize(&a, (size_t)8 << 20);
+    if (pthread_create(tid, &a, fn, arg)) {
+        fprintf(stderr, "mpi_nb_program: pthread_create failed\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    pthread_attr_destroy(&a);
+}
+
+/* FR_TEST_NO_THREADS=1: a thread made from here on with the default
+ * attributes fails on this rank (its stack would be 2^46 bytes), as the
+ * library's progress thread then does; MPI made its own threads already. */
+static void threads_fail_here(void)
+{
+    const char *v = getenv("FR_TEST_NO_THREADS");
+    if (!v || strcmp(v, "1")) return;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setstacksize(&a, (size_t)1 << 46);
+    pthread_setattr_default_np(&a);
+    pthread_attr_destroy(&a);
+}
+
 /* At MPI_THREAD_MULTIPLE: another thread tests the request in a loop while
  * the main thread frees its communicator, ranks at different moments. A
  * rank whose other thread is inside MPI_Test at the free must still go
@@ -398,7 +427,7 @@ static void free_while_tested(void)
         MPI_Request q;
         tester_t t = { &q, MPI_Iallreduce(MPI_IN_PLACE, d, 3000, MPI_DOUBLE, MPI_SUM, c, &q) == MPI_SUCCESS };
         pthread_t tid;
-        pthread_create(&tid, NULL, test_until_done, &t);
+        spawn(&tid, test_until_done, &t);
         if ((me + it) % 2) usleep((useconds_t)(it % 4) * 50);
         ok &= MPI_Comm_free(&c) == MPI_SUCCESS;
         pthread_join(tid, NULL);
@@ -461,7 +490,7 @@ static void threads_at_once(void)
         w[k] = (worker_t){ .k = k };
         MPI_Comm_dup(MPI_COMM_WORLD, &w[k].comm);
     }
-    for (int k = 0; k < 2; k++) pthread_create(&tid[k], NULL, work, &w[k]);
+    for (int k = 0; k < 2; k++) spawn(&tid[k], work, &w[k]);
     for (int k = 0; k < 2; k++) {
         char what[96];
         pthread_join(tid[k], NULL);
@@ -535,6 +564,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 77;
     }
+    threads_fail_here();
     if (argc > 2 && !strcmp(argv[2], "--errors")) return errors();
     if (argc > 2 && !strcmp(argv[2], "--fail")) return fail();
     MPI_Op_create(user_sum, 1, &user_op);

@@ -10,7 +10,8 @@
 # levels, but below MULTIPLE passes those whose run calls MPI
 # (FASTREDUCE_CHECK=1 here). FASTREDUCE_PROGRESS=caller and
 # FASTREDUCE_DISABLE=1 pass them all, and ranks that differ in thread level
-# or FASTREDUCE_PROGRESS agree on it. A user op is always passed.
+# or FASTREDUCE_PROGRESS, or where one cannot make a thread, agree on it. A
+# user op is always passed.
 # shellcheck shell=bash
 
 # nb_launch TAG NP COMMAND...: NP ranks of COMMAND (NP 0: COMMAND is the
@@ -92,6 +93,16 @@ nb_settings() {
         if [ "$FLAVOR" = mpich ]; then [ "$nfr" = 2 ] && ok=1; else [ "$nfr" = 0 ] && [ "$nby" = 2 ] && ok=1; fi
     fi
     pass_fail $ok "mpi_nb_program np=2, MPI_THREAD_MULTIPLE on rank 0 only: $nfr rows served, $nby passed below MULTIPLE (exit $rc)"
+    # a rank that cannot make the progress thread: agreed at the first
+    # served call, so every rank passes them (none waits for a request the
+    # other refused or runs only inside MPI_Test)
+    nb_launch nothread 0 -n 1 "${NB_PRE[@]}" FASTREDUCE_STATS=1 "$NB_PROG" multiple : \
+        -n 1 "${NB_PRE[@]}" FR_TEST_NO_THREADS=1 "$NB_PROG" multiple
+    nfr=$(nb_rows nothread fr "" 2)
+    nby=$(nb_rows nothread MPI "no progress thread on some rank " 2)
+    ok=0; [ "$rc" = 0 ] && [ "$(nb_result nothread 2 multiple)" -gt 1000 ] && [ "$nfr" = 0 ] && [ "$nby" = 2 ] &&
+        grep -q 'no progress thread (pthread_create' "$NB_DIR/nothread.err" && ok=1
+    pass_fail $ok "mpi_nb_program np=2 multiple, no thread can be made on rank 1: $nfr rows served, $nby passed for it (exit $rc)"
     nb_launch off 2 "${NB_PRE[@]}" FASTREDUCE_STATS=1 FASTREDUCE_DISABLE=1 "$NB_PROG" multiple
     nfr=$(grep -cE 'fastreduce STATS [a-z]+ +fr ' "$NB_DIR/off.err")
     nby=$(nb_rows off MPI "FASTREDUCE_DISABLE=1 " 2)
