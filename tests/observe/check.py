@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,6 +24,15 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 RESULTS = {"passed": 0, "failed": 0}
+WORKDIRS = []
+
+
+def workdir(prefix):
+    """A fresh folder for one step's files: removed at the end when every
+    step passed, else kept for a look and named."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    WORKDIRS.append(d)
+    return d
 
 
 def report(name, ok, why=""):
@@ -151,7 +161,7 @@ def by_kind(result):
 
 def prometheus_test(args, np):
     """A np-rank job scraped by Prometheus: its counters are the calls the job made."""
-    work = tempfile.mkdtemp(prefix="fr-observe-np%d-" % np)
+    work = workdir("fr-observe-np%d-" % np)
     base = free_ports(np)
     prom = Prometheus(work, ["127.0.0.1:%d" % (base + r) for r in range(np)])
     expect, hold = os.path.join(work, "expect"), os.path.join(work, "hold")
@@ -268,7 +278,7 @@ def nesting_errors(events):
 def timeline_test(args):
     """A 3-rank job whose rank 2 sleeps before every tenth call."""
     np, late, every, sleep_ms = 3, 2, 10, 50
-    work = tempfile.mkdtemp(prefix="fr-observe-timeline-")
+    work = workdir("fr-observe-timeline-")
     env = {"FASTREDUCE_TIMELINE": os.path.join(work, "t.%r.json"), "FASTREDUCE_STATS": "1"}
     job = Job(args, np, env, ["--calls", "30", "--late", str(late), "--every", str(every),
                               "--sleep-ms", str(sleep_ms), "--expect", os.path.join(work, "expect")])
@@ -335,7 +345,7 @@ def python_span_test(args):
     if not os.path.isdir(os.path.join(pympi, "mpi4py")):
         print("SKIP python span: no mpi4py in %s (scripts/test_python.sh builds it)" % pympi)
         return
-    work = tempfile.mkdtemp(prefix="fr-observe-py-")
+    work = workdir("fr-observe-py-")
     env = dict(os.environ, FASTREDUCE_TIMELINE=os.path.join(work, "t.%r.json"),
                FASTREDUCE_LIB=os.path.join(args.build, "lib/.libs/libfastreduce.so"),
                PYTHONPATH=os.path.join(args.top, "python") + ":" + pympi)
@@ -369,7 +379,7 @@ def device_test(args):
     if not cuda or not os.path.exists(fake):
         print("SKIP device calls: a build without CUDA refuses device pointers before any call")
         return
-    work = tempfile.mkdtemp(prefix="fr-observe-dev-")
+    work = workdir("fr-observe-dev-")
     env = dict(os.environ, FR_TEST_FAKE_CUDA=fake, FASTREDUCE_TIMELINE=work + "/t.%r.json",
                FASTREDUCE_METRICS="file:%s/m.%%r.prom" % work)
     flags = []
@@ -396,7 +406,7 @@ def interposer_test(args):
     """Under the interposer, the calls passed to MPI are counted by reason:
     fastreduce_mpi_passed_total of rank 0's textfile against rank 0's
     FASTREDUCE_STATS rows of calls passed to MPI."""
-    work = tempfile.mkdtemp(prefix="fr-observe-pmpi-")
+    work = workdir("fr-observe-pmpi-")
     preload = os.path.join(args.build, "lib/.libs/libfastreduce-mpi.so")
     env = dict(os.environ, FASTREDUCE_STATS="1", FASTREDUCE_METRICS="file:%s/i.%%r.prom" % work)
     flags = []
@@ -428,7 +438,7 @@ def interposer_test(args):
 
 def malformed_test(args):
     """Bad settings warn and the job runs on without the output."""
-    work = tempfile.mkdtemp(prefix="fr-observe-bad-")
+    work = workdir("fr-observe-bad-")
     busy = socket.socket()
     busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     port = free_ports(2)
@@ -470,6 +480,11 @@ def main():
             test()
         except Exception as e:  # one broken step is a failure, and the others still run
             report("observe step", False, "%s: %s" % (type(e).__name__, e))
+    if RESULTS["failed"]:
+        print("observe: the steps' files are kept in %s" % " ".join(WORKDIRS))
+    else:
+        for d in WORKDIRS:
+            shutil.rmtree(d, ignore_errors=True)
     print("observe: %d passed, %d failed" % (RESULTS["passed"], RESULTS["failed"]))
     return 1 if RESULTS["failed"] else 0
 

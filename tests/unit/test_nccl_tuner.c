@@ -260,6 +260,7 @@ Test(tuner, malformed_and_missing_tables)
     cr_assert(strstr(logbuf, ":2: ") && strstr(logbuf, "proto='fast'") && strstr(logbuf, ":3: "), "%s", logbuf);
     expect(ctx, FRN_FUNC_ALLREDUCE, 1024, FRN_ALGO_RING, FRN_PROTO_LL);
     v5->finalize(ctx);
+    table_done();   /* (before the variable names another file) */
 
     setenv("FASTREDUCE_TUNE_FILE", "/nonexistent/fr.tune", 1);
     nwarn = 0;
