@@ -22,7 +22,8 @@
  *   --free-tested  also, at MPI_THREAD_MULTIPLE: 40 times, a thread tests a
  *             request while the main thread frees its communicator (a
  *             stress case kept out of the suite: under MPICH with the
- *             interposer a rare launch still hangs, cause not yet known)
+ *             interposer a rare launch once hung, and the cause was never
+ *             found, so a hang there may not be gone)
  *   --errors  instead: an MPI_Iallreduce with a NULL recvbuf on a
  *             communicator with its own error handler
  *   --fail    instead: rank 0 alone starts an MPI_Iallreduce (run it with
