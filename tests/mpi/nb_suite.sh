@@ -93,9 +93,9 @@ nb_settings() {
         if [ "$FLAVOR" = mpich ]; then [ "$nfr" = 2 ] && ok=1; else [ "$nfr" = 0 ] && [ "$nby" = 2 ] && ok=1; fi
     fi
     pass_fail $ok "mpi_nb_program np=2, MPI_THREAD_MULTIPLE on rank 0 only: $nfr rows served, $nby passed below MULTIPLE (exit $rc)"
-    # a rank that cannot make the progress thread: agreed at the first
-    # served call, so every rank passes them (none waits for a request the
-    # other refused or runs only inside MPI_Test)
+    # a rank that cannot make the progress thread: agreed when the
+    # communicator is cached, so every rank passes them (none waits for a
+    # request the other refused or runs only inside MPI_Test)
     nb_launch nothread 0 -n 1 "${NB_PRE[@]}" FASTREDUCE_STATS=1 "$NB_PROG" multiple : \
         -n 1 "${NB_PRE[@]}" FR_TEST_NO_THREADS=1 "$NB_PROG" multiple
     nfr=$(nb_rows nothread fr "" 2)
