@@ -48,11 +48,16 @@ typedef struct nb {
 } nb_t;
 
 /* The end of @p s's request (status @p st): a packed bcast is unpacked,
- * and the status becomes the MPI error class the request completes with. */
+ * and the status becomes the MPI error class the request completes with.
+ * The class is stored with release and read by nb_query with acquire:
+ * MPI's completion already orders the results before the program's
+ * MPI_Wait or MPI_Test returns, but inside the MPI library, where
+ * ThreadSanitizer cannot see it; the query runs in that caller's thread,
+ * so this pair shows it the same order. */
 static void finish(nb_t *s, fr_status_t st, const char *detail)
 {
     fr_status_t end = fr_mpi_bytes_end(&s->bytes, st);
-    s->err = fr_mpi_error(end);
+    __atomic_store_n(&s->err, fr_mpi_error(end), __ATOMIC_RELEASE);
     if (end != FR_SUCCESS)
         FR_WARN(FR_SUB_COLL, "%s failed: %s", s->name, end == st && detail ? detail : fr_last_error());
 }
@@ -68,7 +73,7 @@ static int nb_query(void *arg, MPI_Status *status)
     status->MPI_TAG = MPI_ANY_TAG;
     PMPI_Status_set_elements(status, MPI_BYTE, 0);
     PMPI_Status_set_cancelled(status, 0);
-    return s->err;
+    return __atomic_load_n(&s->err, __ATOMIC_ACQUIRE);
 }
 
 static int nb_free(void *arg)
