@@ -73,13 +73,14 @@ for mpi in openmpi mpich; do
         passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
     fi
 done
-# Reliability: ASan+UBSan, valgrind memcheck, the libFuzzer targets, and two
-# hosts made of network namespaces (root only). Each ends with a line
-# "NAME: N passed, M failed" that is added in.
+# Reliability: ASan+UBSan, ThreadSanitizer, valgrind memcheck, the libFuzzer
+# targets, and two hosts made of network namespaces (root only). Each ends
+# with a line "NAME: N passed, M failed" that is added in.
 if [ "${FR_SKIP_RELIABILITY:-0}" != 1 ]; then
-    for step in sanitize valgrind fuzz netns; do
+    for step in sanitize tsan valgrind fuzz netns; do
         case $step in
             sanitize) cmd=("$top/scripts/sanitize.sh") ;;
+            tsan) cmd=("$top/scripts/sanitize.sh" --thread) ;;
             valgrind) cmd=("$top/scripts/valgrind.sh") ;;
             fuzz) cmd=("$top/scripts/fuzz.sh" "${FR_FUZZ_SECONDS:-60}") ;;
             netns) cmd=(env FR_NETNS_LINKCUT=1 "$top/tests/netns/run.sh") ;;
