@@ -8,8 +8,8 @@
  * shared-memory allgather inside the node. Chunks are 4M (chunk=, at most a
  * third of FASTREDUCE_SHM_SIZE). With several chunks whose
  * slices cross by the ring, the network stage of one chunk runs under the
- * shared-memory steps of its neighbours; the ring also overlaps its
- * reductions with its transfers. Where the node's buffers come from
+ * shared-memory steps of its neighbours (every slice then crosses by the
+ * ring); the ring also overlaps its reductions with its transfers. Where the node's buffers come from
  * fr_mem_alloc, the node stages are zero-copy (shm_zcopy.h), chunk after
  * chunk. */
 #include "alg_util.h"
@@ -89,15 +89,33 @@ static fr_status_t ring_setup(struct fr_comm *comm, const fr_call_t *call, char 
     return FR_SUCCESS;
 }
 
+/* The ring across the nodes, run to its end. */
+static fr_status_t across_ring(struct fr_comm *comm, const fr_call_t *call, char *buf, const char *src,
+                               size_t count, unsigned tag)
+{
+    fr_ring_t g;
+    FR_CHECK(ring_setup(comm, call, buf, src, count, tag, &g));
+    return fr_ring_run(comm, &g);
+}
+
 /* Allreduce of @p count elements of @p buf (input @p src) across the nodes. */
 static fr_status_t across(struct fr_comm *comm, const fr_call_t *call, char *buf, const char *src,
                           size_t count, unsigned tag)
 {
     if (!count) return FR_SUCCESS;
     if (use_rd(comm, call, count)) return across_rd(comm, call, buf, src, count, tag);
-    fr_ring_t g;
-    FR_CHECK(ring_setup(comm, call, buf, src, count, tag, &g));
-    return fr_ring_run(comm, &g);
+    return across_ring(comm, call, buf, src, count, tag);
+}
+
+/* Whether the copy path pipelines the call's chunks of @p cel elements:
+ * several chunks whose largest slices cross by the ring. Then every
+ * chunk's slices cross by the ring, the last chunk's small ones too. */
+static int pipelines(const struct fr_comm *comm, const fr_call_t *call, size_t cel)
+{
+    size_t so, sl;
+    if (call->count <= cel) return 0;
+    fr_block(cel, comm->local_size, 0, &so, &sl);
+    return !use_rd(comm, call, sl);
 }
 
 /* The step numbers of chunk k's network stage. */
@@ -106,9 +124,13 @@ static unsigned chunk_tag(const struct fr_comm *comm, size_t k)
     return (unsigned)k * 2u * (unsigned)comm->nnodes;
 }
 
-/* Between the shared-memory halves: this slice across the nodes, in place. */
+/* Between the shared-memory halves: this slice across the nodes, in place,
+ * as the pipelined copy path sends it where the call pipelines: a node
+ * whose buffers go zero-copy must cross as a node on the copy path does. */
 static fr_status_t slice_across(struct fr_comm *comm, const fr_call_t *call, char *slice, size_t sl, unsigned k)
 {
+    if (sl && pipelines(comm, call, fr_shm_chunk_elems(comm, call, HIER_CHUNK_DEFAULT)))
+        return across_ring(comm, call, slice, slice, sl, chunk_tag(comm, k));
     return across(comm, call, slice, slice, sl, chunk_tag(comm, k));
 }
 
@@ -162,7 +184,7 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
 {
     if (call->count == 0) return FR_SUCCESS;
     if (comm->ppn == 1) return across(comm, call, call->recvbuf, call->sendbuf, call->count, 0);
-    size_t cel = fr_shm_chunk_elems(comm, call, HIER_CHUNK_DEFAULT), so, sl;
+    size_t cel = fr_shm_chunk_elems(comm, call, HIER_CHUNK_DEFAULT);
     /* the node stages zero-copy where the node's buffers allow (the same
      * slices cross the nodes either way, so nodes may choose differently) */
     if (fr_shm_zc_allreduce_size(comm, call)) {
@@ -172,9 +194,7 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
     }
     /* one chunk, or slices that cross by recursive doubling: in sequence
      * (the slice of local rank 0 is a largest one) */
-    fr_block(cel < call->count ? cel : call->count, comm->local_size, 0, &so, &sl);
-    if (call->count <= cel || use_rd(comm, call, sl))
-        return fr_shm_allreduce_chunks(comm, call, HIER_CHUNK_DEFAULT, slice_across);
+    if (!pipelines(comm, call, cel)) return fr_shm_allreduce_chunks(comm, call, HIER_CHUNK_DEFAULT, slice_across);
     fr_status_t st = pipelined(call, comm, cel);
     comm->bg = NULL;
     return st;

@@ -617,6 +617,29 @@ static void hier_bcast_case(fr_comm_t c, int node_size, size_t nb, int root, int
     tu_free(want);
 }
 
+/* hier over chunks of 1 MiB (a rule's chunk=) and a last chunk of 1000
+ * floats: the copy path pipelines the chunks, every slice by the ring,
+ * while a slice that small alone would cross by recursive doubling. A node
+ * zero-copy and a node on the copy path must still cross alike. */
+static void test_hier_last_chunk(int node_size)
+{
+    fr_config_t cfg = FR_CONFIG_INIT;
+    char rule[] = "allreduce host * * * hier chunk=1M";
+    cfg.tune = rule;
+    fr_comm_t c;
+    tu_begin("fr_comm_create with the rule '%s', nodes of %d ranks", rule, node_size);
+    if (!TU_CHECK(fr_comm_create(MPI_COMM_WORLD, &cfg, &c) == FR_SUCCESS, "%s", fr_last_error())) return;
+    const size_t count = 2 * (1u << 20) / 4 + 1000;
+    int hier = !strcmp(fr_allreduce_algorithm(c, count, FR_FLOAT32, FR_SUM), "hier");
+    for (int a = -1; a < 2; a++) {
+        pattern_t pt = {"node-shared", node_shared, a};
+        for (int inplace = 0; inplace < 2; inplace++)
+            allreduce_case(c, "hier chunk=1M", FR_FLOAT32, FR_SUM, count, inplace, &pt,
+                           zc_on && hier && node_of(me, node_size) != a);
+    }
+    TU_CHECK(fr_comm_destroy(c) == FR_SUCCESS, "fr_comm_destroy: %s", fr_last_error());
+}
+
 static void test_hier(int node_size)
 {
     node_size_g = node_size;
@@ -762,6 +785,7 @@ int main(int argc, char **argv)
         if (me == 0) printf("test_zcopy np=%d: nodes of %d ranks, hier\n", np, node_size);
         test_allocator();
         test_hier(node_size);
+        test_hier_last_chunk(node_size);
         fr_comm_destroy(comm);
         int rc = tu_finish();
         MPI_Finalize();
