@@ -13,6 +13,7 @@
 #include "log.h"
 #include "mem.h"
 #include "request.h"
+#include "wait.h"
 
 void fr_group_free(fr_group_t *g)
 {
@@ -98,22 +99,44 @@ int fr_group_next(struct fr_comm *comm, const fr_group_t *g, size_t *i, size_t *
     return 1;
 }
 
-/* The fusion buffer, grown to at least @p bytes: memory of fr_mem_alloc,
- * so that the fused messages go zero-copy, or private memory where that
- * cannot be had; NULL (the error recorded) when neither can. */
-static char *fusion_buffer(struct fr_comm *comm, size_t bytes)
+/* The largest batch of @p g that is packed into the fusion buffer (0: none). */
+static size_t fused_max(struct fr_comm *comm, const fr_group_t *g)
 {
-    if (bytes <= comm->fusion_size) return comm->fusion;
+    fr_call_t c;
+    size_t max = 0;
+    for (size_t i = 0, first; fr_group_next(comm, g, &i, &first, &c);)
+        if (i - first > 1 && c.bytes > max) max = c.bytes;
+    return max;
+}
+
+int fr_group_grows(struct fr_comm *comm, const fr_group_t *g)
+{
+    return fused_max(comm, g) > comm->fusion_size;
+}
+
+/* The fusion buffer grown to @p g's largest batch, before its first call:
+ * memory of fr_mem_alloc, so that the fused messages go zero-copy, or
+ * private memory where that cannot be had. Every rank grows it in the same
+ * grouped call (the batches are every rank's alike), and they agree on the
+ * outcome: a rank without the memory would otherwise leave the others
+ * waiting in a fused allreduce it never starts. */
+static fr_status_t fusion_grow(struct fr_comm *comm, const fr_group_t *g)
+{
+    size_t bytes = fused_max(comm, g);
+    if (bytes <= comm->fusion_size) return FR_SUCCESS;
     fr_group_fusion_free(comm);
     void *p = NULL;
+    fr_status_t st = FR_SUCCESS;
     if (fr_mem_alloc(bytes, &p) != FR_SUCCESS && posix_memalign(&p, 64, bytes)) {
-        FR_ERROR(FR_ERR_NO_MEMORY, "grouped allreduce: no memory for a fusion buffer of %zu bytes "
-                 "(FASTREDUCE_FUSION_BYTES)", bytes);
-        return NULL;
+        p = NULL;
+        st = FR_ERROR(FR_ERR_NO_MEMORY, "grouped allreduce: no memory for a fusion buffer of %zu bytes "
+                      "(FASTREDUCE_FUSION_BYTES)", bytes);
     }
     comm->fusion = p;
-    comm->fusion_size = bytes;
-    return p;
+    comm->fusion_size = p ? bytes : 0;
+    st = fr_agree_bounded(comm, st, "grouped allreduce: the fusion buffer");
+    if (st != FR_SUCCESS) fr_group_fusion_free(comm);
+    return st;
 }
 
 void fr_group_fusion_free(struct fr_comm *comm)
@@ -140,6 +163,7 @@ fr_status_t fr_group_run(struct fr_comm *comm, fr_group_t *g, const char **alg)
 {
     fr_call_t call;
     *alg = "";
+    FR_CHECK(fusion_grow(comm, g));
     for (size_t i = 0, first; fr_group_next(comm, g, &i, &first, &call);) {
         fr_status_t st;
         if (i - first == 1) {
@@ -147,8 +171,7 @@ fr_status_t fr_group_run(struct fr_comm *comm, fr_group_t *g, const char **alg)
             call.recvbuf = g->recv[first];
             st = fr_dispatch(comm, &call);
         } else {
-            char *fb = fusion_buffer(comm, call.bytes);
-            if (!fb) return FR_ERR_NO_MEMORY;
+            char *fb = comm->fusion;
             pack(g, first, i, fb, 0);
             call.sendbuf = call.recvbuf = fb;
             st = fr_dispatch(comm, &call);

@@ -215,6 +215,7 @@ int fr_prog_may_need_mpi(struct fr_comm *comm, const fr_call_t *call)
 static int needs_mpi(struct fr_comm *comm, const fr_work_t *w)
 {
     if (!w->group) return call_needs_mpi(comm, &w->call, 0);
+    if (fr_group_grows(comm, w->group)) return 1;
     fr_call_t c;
     for (size_t i = 0, first; fr_group_next(comm, w->group, &i, &first, &c);)
         if (call_needs_mpi(comm, &c, 0)) return 1;

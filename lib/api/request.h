@@ -118,6 +118,9 @@ void fr_req_unlock(void);
 int fr_group_next(struct fr_comm *comm, const fr_group_t *g, size_t *i, size_t *first, fr_call_t *call);
 /* Run grouped allreduce @p g (lib/api/group.c). */
 fr_status_t fr_group_run(struct fr_comm *comm, fr_group_t *g, const char **alg);
+/* Whether running @p g grows the fusion buffer first: it agrees on the
+ * outcome with the other ranks, an MPI call. */
+int fr_group_grows(struct fr_comm *comm, const fr_group_t *g);
 /* Free the communicator's fusion buffer (fr_comm_destroy). */
 void fr_group_fusion_free(struct fr_comm *comm);
 /* Validate and copy a grouped call's arrays: *out (malloc'd, fr_group_free) or an error. */

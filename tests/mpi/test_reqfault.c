@@ -19,11 +19,15 @@
  *     ranks' fails with FR_ERR_TIMED_OUT (or FR_ERR_UCX) within the timeout
  *     + 2 s, fr_last_error() naming "request 3", through fr_wait and
  *     through fr_waitall's statuses; later calls there say the communicator
- *     is unusable; rank 1's late request comes back; destroy works.
+ *     is unusable; rank 1's late request comes back; destroy works;
+ *  6. a grouped call whose fusion buffer the last rank cannot allocate
+ *     fails on every rank, blocking and not, and the communicator goes on.
  * Runs under FASTREDUCE_PROGRESS=thread or caller (the launcher runs both).
  *
  * Usage: test_reqfault [--timeout SECONDS]   (default 2)
  */
+#include <signal.h>
+#include <sys/resource.h>
 #include "requests.h"
 
 static int np, me, caller;
@@ -371,6 +375,93 @@ static void test_skip(const char *algo, int by_waitall)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* This process's private writable memory (VmData), in bytes; 0 if unknown. */
+static size_t vm_data(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    size_t kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmData: %zu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
+/* A grouped call whose fusion buffer the last rank cannot have: its
+ * private memory capped (RLIMIT_DATA) and its files, memfds included,
+ * too (RLIMIT_FSIZE), so neither fr_mem_alloc nor posix_memalign gives
+ * the 16 MiB. Every rank's call fails with FR_ERR_NO_MEMORY (the others'
+ * naming another rank), blocking and not, none waits for a fused
+ * allreduce the last rank never starts, and the communicator goes on:
+ * a blocking allreduce, then the grouped call with the caps lifted, give
+ * the right sums. */
+static void test_fusion_no_memory(void)
+{
+    enum { NB = 256, CNT = 16384 };   /* 256 buffers of 64 KiB: one batch */
+    setenv("FASTREDUCE_FUSION_BYTES", "64M", 1);
+    fr_comm_t c = rq_make_comm(NULL, MPI_COMM_WORLD);
+    unsetenv("FASTREDUCE_FUSION_BYTES");
+    float *all = malloc((size_t)NB * CNT * sizeof(float));
+    if (!tu_all(c != NULL && all != NULL)) {
+        free(all);
+        if (c) rq_destroy_comm(c, "fusion buffer");
+        return;
+    }
+    void *bufs[NB];
+    size_t counts[NB];
+    const int last = me == np - 1;
+    signal(SIGXFSZ, SIG_IGN);   /* (ftruncate past RLIMIT_FSIZE raises it) */
+    for (int round = 0; round < 3; round++) {
+        const int capped = round < 2, nb = round == 1;
+        tu_begin("grouped %s with %s", nb ? "fr_iallreduce_group" : "fr_allreduce_group",
+                 capped ? "no memory for the fusion buffer on the last rank" : "the caps lifted");
+        for (int k = 0; k < NB; k++) {
+            bufs[k] = all + (size_t)k * CNT;
+            counts[k] = CNT;
+            for (int j = 0; j < CNT; j++) all[(size_t)k * CNT + j] = (float)((me + 1) * (k % 5 + 1));
+        }
+        struct rlimit old_data, old_fsize;
+        getrlimit(RLIMIT_DATA, &old_data);
+        getrlimit(RLIMIT_FSIZE, &old_fsize);
+        if (last && capped) {
+            struct rlimit d = {vm_data() + (8u << 20), old_data.rlim_max}, f = {1u << 20, old_fsize.rlim_max};
+            TU_CHECK(setrlimit(RLIMIT_DATA, &d) == 0 && setrlimit(RLIMIT_FSIZE, &f) == 0, "setrlimit failed");
+        }
+        fr_status_t st;
+        if (nb) {
+            fr_request_t r = FR_REQUEST_NULL;
+            st = fr_iallreduce_group(NULL, bufs, counts, NB, FR_FLOAT32, FR_SUM, c, &r);
+            if (st == FR_SUCCESS) st = fr_wait(&r);
+        } else {
+            st = fr_allreduce_group(NULL, bufs, counts, NB, FR_FLOAT32, FR_SUM, c);
+        }
+        if (last && capped) {
+            setrlimit(RLIMIT_DATA, &old_data);
+            setrlimit(RLIMIT_FSIZE, &old_fsize);
+        }
+        if (capped) {
+            TU_CHECK(st == FR_ERR_NO_MEMORY, "the grouped call: %s (%s), want FR_ERR_NO_MEMORY", tu_status(st),
+                     fr_last_error());
+            TU_CHECK(last || contains(fr_last_error(), "another rank"), "the message does not name another rank: %s",
+                     fr_last_error());
+        } else {
+            TU_CHECK(st == FR_SUCCESS, "the grouped call: %s (%s)", tu_status(st), fr_last_error());
+            size_t bad = 0;
+            for (int k = 0; k < NB; k++)
+                for (int j = 0; j < CNT; j++)
+                    bad += all[(size_t)k * CNT + j] != (float)(np * (np + 1) / 2 * (k % 5 + 1));
+            TU_CHECK(bad == 0, "%zu elements wrong", bad);
+        }
+        int x = me + 1;
+        st = fr_allreduce(FR_IN_PLACE, &x, 1, FR_INT32, FR_SUM, c);
+        TU_CHECK(st == FR_SUCCESS && x == np * (np + 1) / 2, "a blocking allreduce after it: %s, %d",
+                 tu_status(st), x);
+    }
+    signal(SIGXFSZ, SIG_DFL);
+    free(all);
+    rq_destroy_comm(c, "fusion buffer");
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -394,6 +485,7 @@ int main(int argc, char **argv)
     }
     test_destroy_pending();
     test_done_after_destroy();
+    test_fusion_no_memory();
     if (np > 1) {
         test_check_mismatch();
         test_skip(NULL, 0);
