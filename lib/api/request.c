@@ -28,8 +28,10 @@ void fr_req_unlock(void) { pthread_mutex_unlock(&req_lock); }
 
 static slot_t *slot_at(uint32_t i) { return &chunks[i / SLOTS_PER_CHUNK][i % SLOTS_PER_CHUNK]; }
 
-/* A slot for @p w: its handle, or 0 when the table is full (lock held). */
-static fr_request_t slot_get(fr_work_t *w)
+/* A free slot, reserved: its handle, or 0 when the table is full (lock
+ * held). Its request is set only once queued, so that a handle used before
+ * its start returned is refused rather than followed half made. */
+static fr_request_t slot_get(void)
 {
     if (!free_head) {
         if (nslots / SLOTS_PER_CHUNK >= MAX_CHUNKS) return 0;
@@ -46,7 +48,6 @@ static fr_request_t slot_get(fr_work_t *w)
     uint32_t i = free_head - 1;
     slot_t *s = slot_at(i);
     free_head = s->next_free;
-    s->w = w;
     return ((uint64_t)s->gen << 32) | (uint64_t)(i + 1);
 }
 
@@ -72,7 +73,7 @@ static void work_free(fr_work_t *w)
 static fr_status_t start(fr_comm_t comm, fr_work_t *w, fr_request_t *req)
 {
     fr_req_lock();
-    fr_request_t h = slot_get(w);
+    fr_request_t h = slot_get();
     fr_req_unlock();
     if (!h) {
         work_free(w);
@@ -80,6 +81,9 @@ static fr_status_t start(fr_comm_t comm, fr_work_t *w, fr_request_t *req)
     }
     w->slot = h;
     FR_CHECK(fr_prog_start(comm, w));
+    fr_req_lock();
+    slot_at((uint32_t)h - 1)->w = w;
+    fr_req_unlock();
     *req = h;
     return FR_SUCCESS;
 }

@@ -5,7 +5,9 @@
  *     handle never issued and another generation of a live one are refused
  *     with FR_ERR_INVALID_ARG and a message, leaving live requests alone;
  *     fr_waitall completes the valid ones around a stale one; NULL
- *     pointers give FR_ERR_NULL_POINTER;
+ *     pointers give FR_ERR_NULL_POINTER; another thread testing the
+ *     handle each new request gets, while it starts, is refused or
+ *     completes it, and never crashes;
  *  2. bad arguments to the starting calls fail at once with the blocking
  *     call's error, a message, and *req == FR_REQUEST_NULL; the
  *     communicator goes on;
@@ -26,6 +28,7 @@
  *
  * Usage: test_reqfault [--timeout SECONDS]   (default 2)
  */
+#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include "requests.h"
@@ -93,6 +96,63 @@ static void test_null_and_stale(fr_comm_t c)
     wait_ok(&b, "the live request");
     rq_free(&a);
     rq_free(&b);
+}
+
+/* The handle the next request will most likely get: a freed slot is the
+ * next one given, a generation on. Another thread tests it while this one
+ * starts and completes requests, so that it meets handles whose start has
+ * not returned yet: each is refused or found complete, never followed half
+ * made. (A request the guesser completes is refused to its starter.) */
+static uint64_t guess_next;
+static int guess_stop;
+static long guess_odd;
+
+static void *guesser(void *arg)
+{
+    (void)arg;
+    while (!__atomic_load_n(&guess_stop, __ATOMIC_ACQUIRE)) {
+        fr_request_t h = __atomic_load_n(&guess_next, __ATOMIC_ACQUIRE);
+        int done;
+        fr_status_t st = fr_test(&h, &done);
+        if (st != FR_SUCCESS && st != FR_ERR_INVALID_ARG) guess_odd++;
+    }
+    return NULL;
+}
+
+static void test_guessed_handles(fr_comm_t c)
+{
+    enum { ROUNDS = 3000 };
+    tu_begin("%d requests started while another thread tests the handle each will get", ROUNDS);
+    pthread_t t;
+    guess_stop = 0;
+    if (!TU_CHECK(pthread_create(&t, NULL, guesser, NULL) == 0, "pthread_create failed")) return;
+    long ok = 0, taken = 0, wrong = 0;
+    /* (a buffer each: a request the guesser took may still be running) */
+    static int32_t xs[ROUNDS];
+    for (int k = 0; k < ROUNDS; k++) {
+        int32_t *x = &xs[k];
+        *x = me + k;
+        fr_request_t r;
+        fr_status_t st = fr_iallreduce(FR_IN_PLACE, x, 1, FR_INT32, FR_SUM, c, &r);
+        if (st != FR_SUCCESS) {
+            wrong++;
+            continue;
+        }
+        __atomic_store_n(&guess_next, ((r >> 32) + 1) << 32 | (uint32_t)r, __ATOMIC_RELEASE);
+        st = fr_wait(&r);
+        if (st == FR_SUCCESS) ok += *x == np * (np - 1) / 2 + np * k;
+        else if (st == FR_ERR_INVALID_ARG) taken++;
+        else wrong++;
+    }
+    __atomic_store_n(&guess_stop, 1, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
+    /* (the requests the guesser took are complete once it has returned) */
+    int32_t y = 0;
+    fr_allreduce(FR_IN_PLACE, &y, 1, FR_INT32, FR_SUM, c);
+    TU_CHECK(wrong == 0 && guess_odd == 0, "%ld starts or waits failed otherwise than refused, %ld tests", wrong,
+             guess_odd);
+    TU_CHECK(ok + taken == ROUNDS, "%ld right results and %ld requests completed by the guesser of %d", ok, taken,
+             ROUNDS);
 }
 
 /* fr_waitall over two live requests and a stale handle between them: the
@@ -478,6 +538,7 @@ int main(int argc, char **argv)
     fr_comm_t c = rq_make_comm(NULL, MPI_COMM_WORLD);
     if (tu_all(c != NULL)) {
         test_null_and_stale(c);
+        test_guessed_handles(c);
         test_waitall_stale(c);
         test_null_pointers(c);
         test_bad_args(c);
