@@ -381,8 +381,9 @@ static void test_same_bits(void)
         }
 }
 
-/* Four requests in flight on shared buffers, then a grouped call mixing
- * shared buffers of several sizes. */
+/* Four requests in flight on shared buffers, each reported zero-copy to
+ * the thread that completes it, then a grouped call mixing shared buffers
+ * of several sizes. */
 static void test_requests_group(void)
 {
     enum { NREQ = 4 };
@@ -398,8 +399,16 @@ static void test_requests_group(void)
         if (fr_iallreduce(FR_IN_PLACE, f, count, FR_FLOAT32, FR_SUM, comm, &q[k]) != FR_SUCCESS)
             tu_fail("fr_iallreduce %d: %s", k, fr_last_error());
     }
+    /* (a small blocking call: this thread's last collective is then not
+     * zero-copy, until a wait completes a request that was) */
+    int32_t one = 1;
+    TU_CHECK(fr_allreduce(FR_IN_PLACE, &one, 1, FR_INT32, FR_SUM, comm) == FR_SUCCESS, "fr_allreduce: %s",
+             fr_last_error());
+    const int want_zc = expected_zc(comm, 1, count, FR_FLOAT32, FR_SUM);
     for (int k = NREQ - 1; k >= 0; k--) {
         TU_CHECK(fr_wait(&q[k]) == FR_SUCCESS, "fr_wait %d: %s", k, fr_last_error());
+        TU_CHECK(fr_last_zero_copy() == want_zc, "request %d: fr_last_zero_copy() is %d after fr_wait, want %d", k,
+                 fr_last_zero_copy(), want_zc);
         const float *f = (const float *)b[k].p;
         size_t bad = 0;
         for (size_t i = 0; i < count; i++) bad += f[i] != want * (float)(k + 1);
