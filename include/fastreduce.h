@@ -340,8 +340,8 @@ FR_API fr_status_t fr_mem_alloc(size_t bytes, void **ptr);
 /**
  * Free memory from fr_mem_alloc(). The program must not free a buffer
  * that a request still uses. Peers that mapped it drop their mapping at
- * their next collective with this rank, or when they destroy a
- * communicator.
+ * their next zero-copy call that maps memory of this rank, or when they
+ * destroy a communicator.
  *
  * @param ptr the address fr_mem_alloc() gave, or NULL (nothing is done)
  * @return FR_SUCCESS, or FR_ERR_INVALID_ARG for an address fr_mem_alloc()

@@ -167,14 +167,15 @@ fr_status_t fr_mem_free(void *ptr)
     own_t a = own[i];
     memmove(own + i, own + i + 1, (n_own - (size_t)i - 1) * sizeof *own);
     __atomic_store_n(&n_own, n_own - 1, __ATOMIC_RELAXED);
-    /* (counted before the descriptor closes: a peer that sees the old count
-     * still finds the file open) */
-    __atomic_add_fetch(&n_frees, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&own_lock);
     void (*hook)(void *, size_t) = __atomic_load_n(&free_hook, __ATOMIC_ACQUIRE);
     if (hook) hook(a.base, a.size);
     munmap(a.base, a.size);
     close(a.fd);
+    /* Counted once the descriptor is closed: a peer that sees the new count
+     * sweeps and finds the file gone. (Counted before, a peer could sweep
+     * in between, keep the mapping and never sweep again.) */
+    __atomic_add_fetch(&n_frees, 1, __ATOMIC_RELEASE);
     return FR_SUCCESS;
 }
 
@@ -276,8 +277,10 @@ static char *map_new(long pid, const fr_mem_ref_t *ref)
         FR_INFO(FR_SUB_SHM, "zero-copy: %s is not the allocation of %llu bytes the peer described", path,
                 (unsigned long long)ref->size);
     } else {
-        /* (populated now: the pages exist in the owner, and the calls that follow take no fault) */
-        base = mmap(NULL, ref->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+        /* Not populated: the pages fault in as calls touch them. Populating
+         * would allocate every page the owner never touched, of a large
+         * allocation used in part, and charge them to this process. */
+        base = mmap(NULL, ref->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (base == MAP_FAILED) {
             FR_INFO(FR_SUB_SHM, "zero-copy: cannot map %llu bytes of %s: %s", (unsigned long long)ref->size, path,
                     strerror(errno));
