@@ -159,10 +159,10 @@ static int agreed_can(fr_comm_t fc)
     return all;
 }
 
-/* The entry cached on @p mc, made now if there is none (its comm NULL when
- * fastreduce declined the communicator), or NULL; *setup: the seconds
- * spent making it (0 when it was cached). */
-static cached_t *cached_comm(MPI_Comm mc, double *setup)
+/* The entry cached on @p mc, made now if there is none and @p make (its
+ * comm NULL when fastreduce declined the communicator), or NULL; *setup:
+ * the seconds spent making it (0 when it was cached). */
+static cached_t *cached_comm(MPI_Comm mc, int make, double *setup)
 {
     *setup = 0;
     /* once per process, whichever thread comes first */
@@ -172,6 +172,7 @@ static cached_t *cached_comm(MPI_Comm mc, double *setup)
     int found = 0;
     PMPI_Comm_get_attr(mc, comm_key, &val, &found);
     if (found) return val;
+    if (!make) return NULL;
     double t0 = PMPI_Wtime();
     cached_t *e = calloc(1, sizeof *e);
     fr_status_t st = e ? FR_SUCCESS : FR_ERROR(FR_ERR_NO_MEMORY, "no memory for the communicator cache");
@@ -235,17 +236,17 @@ int fr_mpi_served_status(fr_status_t st, MPI_Comm comm)
     return err;
 }
 
-/* The entry of @p comm and its communicator in *c; 0 when fastreduce
- * declined it. */
-static int cached_in(MPI_Comm comm, fr_mpi_call_t *c)
+/* Why @p comm's cached communicator cannot serve (NULL: it can, in *c):
+ * fastreduce declined it, or a non-blocking call (@p nb) found none. */
+static const char *cached_why(MPI_Comm comm, int nb, fr_mpi_call_t *c)
 {
-    c->cached = cached_comm(comm, &c->setup);
+    c->cached = cached_comm(comm, !nb, &c->setup);
     c->fc = c->cached ? c->cached->comm : NULL;
-    return c->fc != NULL;
+    return c->fc ? NULL : c->cached || !nb ? "fastreduce declined the communicator" : FR_MPI_NOT_SET_UP;
 }
 
 const char *fr_mpi_allreduce_why(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                                 MPI_Comm comm, fr_mpi_call_t *c)
+                                 MPI_Comm comm, int nb, fr_mpi_call_t *c)
 {
     *c = (fr_mpi_call_t){ .dtype = fr_dtype_from_mpi(datatype) };
     c->op = op == MPI_SUM ? FR_SUM : op == MPI_PROD ? FR_PROD : op == MPI_MIN ? FR_MIN : op == MPI_MAX ? FR_MAX : -1;
@@ -253,7 +254,7 @@ const char *fr_mpi_allreduce_why(const void *sendbuf, void *recvbuf, int count, 
     return c->dtype < 0 ? "datatype" : c->op < 0 ? "op" : count < 0 ? "count" :
            recvbuf == MPI_IN_PLACE ? "MPI_IN_PLACE as recvbuf" : !usable(comm) ? "communicator" :
            device_unserved(recvbuf, count) || device_unserved(sendbuf, count) ? "device memory (built without CUDA)" :
-           !cached_in(comm, c) ? "fastreduce declined the communicator" : NULL;
+           cached_why(comm, nb, c);
 }
 
 /* FR_Allreduce without its statistics, saying in *how what happened. */
@@ -261,7 +262,7 @@ static int mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Data
                      fr_mpi_served_t *how)
 {
     fr_mpi_call_t c;
-    const char *why = fr_mpi_allreduce_why(sendbuf, recvbuf, count, datatype, op, comm, &c);
+    const char *why = fr_mpi_allreduce_why(sendbuf, recvbuf, count, datatype, op, comm, 0, &c);
     how->served = !why;
     how->what = why;
     how->setup = c.setup;
@@ -362,7 +363,8 @@ fr_status_t fr_mpi_bytes_end(fr_mpi_bytes_t *b, fr_status_t st)
     return b->pack_st != FR_SUCCESS ? b->pack_st : st;
 }
 
-const char *fr_mpi_bcast_why(void *buffer, int count, MPI_Datatype datatype, MPI_Comm comm, fr_mpi_call_t *c)
+const char *fr_mpi_bcast_why(void *buffer, int count, MPI_Datatype datatype, MPI_Comm comm, int nb,
+                             fr_mpi_call_t *c)
 {
     *c = (fr_mpi_call_t){ .size = 0 };
     /* (every reason here is the same on every rank of a correct program:
@@ -371,15 +373,14 @@ const char *fr_mpi_bcast_why(void *buffer, int count, MPI_Datatype datatype, MPI
     return count < 0 ? "count" : datatype == MPI_DATATYPE_NULL ? "datatype" :
         !usable(comm) ? "communicator" : PMPI_Type_size_x(datatype, &c->size) != MPI_SUCCESS || c->size < 0 ? "datatype" :
         c->size > 0 && (unsigned long long)count > (unsigned long long)(PTRDIFF_MAX / c->size) ? "count" :
-        device_unserved(buffer, count) ? "device memory (built without CUDA)" :
-        !cached_in(comm, c) ? "fastreduce declined the communicator" : NULL;
+        device_unserved(buffer, count) ? "device memory (built without CUDA)" : cached_why(comm, nb, c);
 }
 
 /* FR_Bcast without its statistics, saying in *how what happened. */
 static int mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, fr_mpi_served_t *how)
 {
     fr_mpi_call_t c;
-    const char *why = fr_mpi_bcast_why(buffer, count, datatype, comm, &c);
+    const char *why = fr_mpi_bcast_why(buffer, count, datatype, comm, 0, &c);
     how->served = !why;
     how->what = why;
     how->setup = c.setup;

@@ -44,12 +44,16 @@ typedef struct fr_mpi_call {
 void fr_mpi_call_begin(fr_mpi_served_t *h);
 
 /* Why an allreduce / a bcast of these arguments goes to the MPI library;
- * NULL when fastreduce serves it (*c filled, the communicator made at the
- * first call on @p comm). Every reason is the same on every rank of a
- * correct program. */
+ * NULL when fastreduce serves it (*c filled). A blocking call (@p nb 0)
+ * makes the communicator at its first call on @p comm; a non-blocking one
+ * only finds it (FR_MPI_NOT_SET_UP when there is none), since making it
+ * is collective and a non-blocking call must not wait for the other
+ * ranks. Every reason is the same on every rank of a correct program. */
 const char *fr_mpi_allreduce_why(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                                 MPI_Comm comm, fr_mpi_call_t *c);
-const char *fr_mpi_bcast_why(void *buffer, int count, MPI_Datatype datatype, MPI_Comm comm, fr_mpi_call_t *c);
+                                 MPI_Comm comm, int nb, fr_mpi_call_t *c);
+const char *fr_mpi_bcast_why(void *buffer, int count, MPI_Datatype datatype, MPI_Comm comm, int nb,
+                             fr_mpi_call_t *c);
+#define FR_MPI_NOT_SET_UP "not set up by a blocking call yet"
 
 /* 1 where MPI_Test can complete a served request itself (MPICH's
  * generalized-request poll, lib/api/mpi_nb.c); else only the progress

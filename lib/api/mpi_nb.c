@@ -244,7 +244,7 @@ static int nb_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datat
 {
     fr_mpi_call_t c;
     fr_call_t call;
-    const char *why = fr_mpi_allreduce_why(sendbuf, recvbuf, count, datatype, op, comm, &c);
+    const char *why = fr_mpi_allreduce_why(sendbuf, recvbuf, count, datatype, op, comm, 1, &c);
     how->setup = c.setup;
     if (!why && !request) why = "request";
     how->served = !why;
@@ -268,7 +268,7 @@ static int nb_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MP
 {
     fr_mpi_call_t c;
     fr_call_t call;
-    const char *why = fr_mpi_bcast_why(buffer, count, datatype, comm, &c);
+    const char *why = fr_mpi_bcast_why(buffer, count, datatype, comm, 1, &c);
     how->setup = c.setup;
     if (!why && !request) why = "request";
     how->served = !why;

@@ -10,7 +10,9 @@
  * MPI_Allreduce and MPI_Bcast started in between, on MPI_COMM_WORLD, a dup
  * and a split; and a communicator or a datatype freed before the request
  * on it completes, and a rank that tests its request until it is done
- * before sending what another rank receives before waiting; at
+ * before sending what another rank receives before waiting; a first,
+ * non-blocking call on a communicator that rank 0 follows with a send
+ * that rank 1 receives before its own start; at
  * MPI_THREAD_MULTIPLE, two threads each starting and completing requests
  * on a communicator of its own at once. Every result is checked against
  * what the rank works out alone from the inputs.
@@ -353,12 +355,42 @@ static void bcast_datatypes(MPI_Comm comm, int root)
     free(v);
 }
 
+/* A blocking collective, first on a new communicator: the interposer sets
+ * a communicator up (collectively) in a blocking call only, so the
+ * non-blocking calls after it are served. */
+static void set_up(MPI_Comm c)
+{
+    int x = 1, y = 0;
+    MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, c);
+}
+
+/* The first collective on a new communicator is non-blocking, and rank 0
+ * sends to rank 1 between its start and its wait, which rank 1 receives
+ * before it starts its own: the start must not wait for the other ranks
+ * (the interposer passes it to MPI, as the communicator is not set up). */
+static void first_call_nonblocking(void)
+{
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    int v[256], token = 0, ok = 1;
+    for (int i = 0; i < 256; i++) v[i] = me == 0 ? i * 3 + 1 : -1;
+    MPI_Request q;
+    if (me == 1) ok &= MPI_Recv(&token, 1, MPI_INT, 0, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS;
+    ok &= MPI_Ibcast(v, 256, MPI_INT, 0, c, &q) == MPI_SUCCESS;
+    if (me == 0 && np > 1) ok &= MPI_Send(&token, 1, MPI_INT, 1, 11, MPI_COMM_WORLD) == MPI_SUCCESS;
+    ok &= MPI_Wait(&q, MPI_STATUS_IGNORE) == MPI_SUCCESS;
+    for (int i = 0; i < 256; i++) ok &= v[i] == i * 3 + 1;
+    check(ok, "a first, non-blocking bcast on a communicator, rank 0 sending to rank 1 before its wait", c);
+    MPI_Comm_free(&c);
+}
+
 /* A communicator freed while an MPI_Iallreduce on it is pending (ranks at
  * different times): the request completes, with the right result. */
 static void free_before_wait(void)
 {
     MPI_Comm c;
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    set_up(c);
     double d[100], want = 0;
     for (int k = 0; k < np; k++) want += k + 0.5;
     for (int i = 0; i < 100; i++) d[i] = me + 0.5;
@@ -424,6 +456,7 @@ static void free_while_tested(void)
     for (int it = 0; it < 40; it++) {
         MPI_Comm c;
         MPI_Comm_dup(MPI_COMM_WORLD, &c);
+        set_up(c);
         for (int i = 0; i < 3000; i++) d[i] = me + 0.25 + i;
         MPI_Request q;
         tester_t t = { &q, MPI_Iallreduce(MPI_IN_PLACE, d, 3000, MPI_DOUBLE, MPI_SUM, c, &q) == MPI_SUCCESS };
@@ -490,6 +523,7 @@ static void threads_at_once(void)
     for (int k = 0; k < 2; k++) {
         w[k] = (worker_t){ .k = k };
         MPI_Comm_dup(MPI_COMM_WORLD, &w[k].comm);
+        set_up(w[k].comm);
     }
     for (int k = 0; k < 2; k++) spawn(&tid[k], work, &w[k]);
     for (int k = 0; k < 2; k++) {
@@ -514,6 +548,7 @@ static int errors(void)
     MPI_Comm c;
     MPI_Errhandler eh;
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    set_up(c);
     MPI_Comm_create_errhandler(on_error, &eh);
     MPI_Comm_set_errhandler(c, eh);
     int s[4] = { 1, 2, 3, 4 }, cls = -1;
@@ -569,6 +604,7 @@ int main(int argc, char **argv)
     if (argc > 2 && !strcmp(argv[2], "--errors")) return errors();
     if (argc > 2 && !strcmp(argv[2], "--fail")) return fail();
     MPI_Op_create(user_sum, 1, &user_op);
+    first_call_nonblocking();
     rounds(MPI_COMM_WORLD, "world");
     MPI_Comm dup, halves;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
