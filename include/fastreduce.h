@@ -10,7 +10,8 @@
  * Two API styles are offered:
  *  - the fr_* API, with fr_dtype_t and fr_op_t and size_t counts;
  *  - FR_Allreduce(), FR_Bcast(), FR_Iallreduce() and FR_Ibcast(), with
- *    MPI's own signature; they cache an fr_comm_t on the MPI communicator
+ *    MPI's own signature (and FR_Alloc_mem(), FR_Free_mem(),
+ *    FR_Comm_free()); they cache an fr_comm_t on the MPI communicator
  *    and hand what they cannot serve (derived datatypes and user-defined
  *    ops for allreduce, inter-communicators; for the non-blocking ones,
  *    also what MPI gives no correct way to complete) to the PMPI_ call.
@@ -662,6 +663,21 @@ FR_API int FR_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr);
  *         the start of, memory of fr_mem_alloc()
  */
 FR_API int FR_Free_mem(void *base);
+
+/**
+ * MPI_Comm_free's signature: the fr_comm_t cached on @p *comm by the calls
+ * above is destroyed first (collectively: it completes the served requests
+ * still pending on it), then the MPI library frees the communicator. MPI
+ * makes freeing a communicator collective, so every rank destroys it at
+ * the same point of its calls. Without this, the attribute's delete
+ * callback destroys it, which MPICH runs only when the communicator's last
+ * reference goes: inside a later MPI_Wait() of a request MPI still holds
+ * on it, where the other ranks may be waiting elsewhere for this one.
+ *
+ * @param comm as MPI_Comm_free()
+ * @return the MPI library's MPI_Comm_free() result
+ */
+FR_API int FR_Comm_free(MPI_Comm *comm);
 /** @} */
 
 /**

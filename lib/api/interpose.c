@@ -1,6 +1,7 @@
 /* libfastreduce-mpi.so: the PMPI interposer. Its MPI_Allreduce,
  * MPI_Bcast, MPI_Iallreduce, MPI_Ibcast, MPI_Alloc_mem and MPI_Free_mem
- * (memory of fr_mem_alloc, so that collectives on it go zero-copy) take
+ * (memory of fr_mem_alloc, so that collectives on it go zero-copy) and
+ * MPI_Comm_free (the cached communicator destroyed at the free) take
  * the place of the MPI
  * library's (LD_PRELOAD, or linked before it) and are FR_Allreduce,
  * FR_Bcast, FR_Iallreduce and FR_Ibcast: what fastreduce can serve (a
@@ -44,4 +45,9 @@ FR_API int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr)
 FR_API int MPI_Free_mem(void *base)
 {
     return FR_Free_mem(base);
+}
+
+FR_API int MPI_Comm_free(MPI_Comm *comm)
+{
+    return FR_Comm_free(comm);
 }

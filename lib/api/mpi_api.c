@@ -130,6 +130,20 @@ static void make_keys(void)
               PMPI_Comm_set_attr(MPI_COMM_SELF, self_key, NULL) == MPI_SUCCESS;
 }
 
+int FR_Comm_free(MPI_Comm *comm)
+{
+    /* (the keyvals exist once a call cached something; made here otherwise,
+     * which costs nothing, as reading comm_key unordered would be a race) */
+    if (comm && *comm != MPI_COMM_NULL && fr_mpi_ready() == FR_SUCCESS) {
+        pthread_once(&keys_once, make_keys);
+        void *val;
+        int found = 0;
+        if (keys_ok && PMPI_Comm_get_attr(*comm, comm_key, &val, &found) == MPI_SUCCESS && found)
+            PMPI_Comm_delete_attr(*comm, comm_key);   /* (comm_delete, now) */
+    }
+    return PMPI_Comm_free(comm);
+}
+
 /* (fr_mpi_mode(), with the finalize callback in place when statistics are
  * kept: MPI_Finalize deletes MPI_COMM_SELF's attributes first) */
 void fr_mpi_call_begin(fr_mpi_served_t *h)
