@@ -645,8 +645,10 @@ FR_API int FR_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, M
 /**
  * MPI_Alloc_mem's signature: memory of fr_mem_alloc(), which the node's
  * ranks share, so that the collectives on it go zero-copy. Where that
- * cannot be had (size 0, FASTREDUCE_DISABLE=1, fr_mem_alloc failing) the
- * MPI library's MPI_Alloc_mem serves the call. FASTREDUCE_STATS counts
+ * cannot be had (size 0, FASTREDUCE_DISABLE=1, fr_mem_alloc failing) or
+ * would gain nothing for the descriptor each allocation holds (under
+ * 4 KiB, or with half the limit of open files held already) the MPI
+ * library's MPI_Alloc_mem serves the call. FASTREDUCE_STATS counts
  * both, and the collectives that went zero-copy.
  * @param size    bytes to allocate
  * @param info    passed to the MPI library where it serves the call

@@ -179,6 +179,11 @@ fr_status_t fr_mem_free(void *ptr)
     return FR_SUCCESS;
 }
 
+size_t fr_mem_live(void)
+{
+    return __atomic_load_n(&n_own, __ATOMIC_RELAXED);
+}
+
 int fr_mem_find(const void *p, size_t bytes, fr_mem_ref_t *ref)
 {
     if (!bytes || !p) return 0;

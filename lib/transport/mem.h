@@ -23,6 +23,9 @@ typedef struct fr_mem_ref {
  * bytes > 0); *ref says where. */
 int fr_mem_find(const void *p, size_t bytes, fr_mem_ref_t *ref);
 
+/* How many allocations of this process are live (each holds a descriptor). */
+size_t fr_mem_live(void);
+
 /* How many allocations this process has freed so far: a peer that saw
  * another number last time checks the mappings it keeps of this process. */
 uint64_t fr_mem_frees(void);

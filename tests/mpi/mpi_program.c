@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 static int me, np;
 static char *lines;           /* this rank's report lines, printed by rank 0 at the end */
@@ -232,6 +233,31 @@ static void alloc_mem_cases(void)
     MPI_Free_mem(r);
 }
 
+/* Many MPI_Alloc_mem under a limit of 256 open files, and a small one:
+ * fastreduce serves neither a size under 4 KiB nor more than half the
+ * limit, which each of its allocations (a descriptor) counts against, so
+ * all 300 succeed and the program can still open a file. */
+static void alloc_mem_many(void)
+{
+    enum { N = 300 };
+    struct rlimit old, low;
+    getrlimit(RLIMIT_NOFILE, &old);
+    low = old;
+    if (low.rlim_cur > 256) low.rlim_cur = 256;
+    setrlimit(RLIMIT_NOFILE, &low);
+    void *p[N], *small = NULL;
+    int err = MPI_Alloc_mem(16, MPI_INFO_NULL, &small), k = 0;
+    for (; err == MPI_SUCCESS && k < N; k++) err = MPI_Alloc_mem(65536, MPI_INFO_NULL, &p[k]);
+    if (err != MPI_SUCCESS) k--;
+    FILE *f = fopen("/dev/null", "r");
+    if (err == MPI_SUCCESS && !f) err = MPI_ERR_OTHER;
+    if (f) fclose(f);
+    while (k > 0) MPI_Free_mem(p[--k]);
+    if (small) MPI_Free_mem(small);
+    setrlimit(RLIMIT_NOFILE, &old);
+    report("300 MPI_Alloc_mem of 64 KiB and one of 16 B, 256 open files, then fopen", MPI_COMM_WORLD, NULL, 0, err);
+}
+
 static void on_error(MPI_Comm *comm, int *code, ...)
 {
     (void)comm;
@@ -263,6 +289,7 @@ int main(int argc, char **argv)
     allreduce_cases(MPI_COMM_WORLD, "world");
     bcast_cases(MPI_COMM_WORLD, "world");
     alloc_mem_cases();
+    alloc_mem_many();
     MPI_Comm dup, halves, pairs;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     MPI_Comm_split(MPI_COMM_WORLD, me % 2, np - me, &halves);   /* reversed order */
