@@ -547,6 +547,16 @@ pass_fail $ok "interposer FASTREDUCE_DISABLE=1: same results, $nfr kinds served 
 nbad=$(grep 'fastreduce STATS' "$idir/off.err" | grep -cv "^$(hostname):[0-9]*:0 fastreduce STATS")
 ok=0; [ "$nbad" = 0 ] && grep -q 'fastreduce STATS' "$idir/off.err" && ok=1
 pass_fail $ok "interposer FASTREDUCE_DISABLE=1 FASTREDUCE_STATS: $nbad lines without this host's name and rank 0"
+# UCX that cannot be set up (a transport that does not exist) under ring,
+# which needs it: the allreduces go to MPI, with the same results (UCX
+# prints its own complaints on the same stream: only results compared)
+ilaunch 2 "$idir/noucx.out" "$idir/noucx.err" -- env FASTREDUCE_UCX_TLS=no_such_transport FASTREDUCE_ALGO=ring \
+    FASTREDUCE_STATS=1 LD_PRELOAD="$PRELOAD" "$BIN/mpi_program"
+rc=$?
+nno=$(grep -cE 'fastreduce STATS allreduce +MPI +fastreduce has no UCX here ' "$idir/noucx.err")
+ok=0; [ "$rc" = 0 ] && [ "$nno" -ge 1 ] && cmp -s <(sort "$idir/plain2.out") \
+    <(grep -E ' (same on all ranks|RANKS DIFFER)$' "$idir/noucx.out" | sort) && ok=1
+pass_fail $ok "interposer without UCX (FASTREDUCE_UCX_TLS=no_such_transport, ring forced): same results, $nno kinds passed for it (exit $rc)"
 
 ilaunch 2 "$idir/err.out" "$idir/err.err" -- env LD_PRELOAD="$PRELOAD" "$BIN/mpi_program" --errors
 ok=0; grep -qE "^errors: .* returned class ([0-9]+) \(MPI_ERR_BUFFER is \1\); the error handler saw class \1$" "$idir/err.out" && ok=1
