@@ -20,7 +20,7 @@ typedef struct {
     char    *base;
     size_t   size;
     int      fd;
-    uint64_t ino;
+    uint64_t ino, dev;
 } own_t;
 
 /* This process's allocations, sorted by address. */
@@ -95,7 +95,7 @@ static int huge_alloc(size_t bytes, own_t *a)
         close(fd);
         return 0;
     }
-    *a = (own_t){.base = b, .size = size, .fd = fd, .ino = (uint64_t)st.st_ino};
+    *a = (own_t){.base = b, .size = size, .fd = fd, .ino = (uint64_t)st.st_ino, .dev = (uint64_t)st.st_dev};
     return 1;
 }
 
@@ -110,6 +110,7 @@ static int plain_alloc(size_t size, own_t *a)
     if (ftruncate(a->fd, (off_t)size) != 0 || fstat(a->fd, &st) != 0) err = errno;
     if (!err) {
         a->ino = (uint64_t)st.st_ino;
+        a->dev = (uint64_t)st.st_dev;
         a->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
         if (a->base == MAP_FAILED) err = errno;
     }
@@ -193,8 +194,8 @@ int fr_mem_find(const void *p, size_t bytes, fr_mem_ref_t *ref)
     pthread_mutex_lock(&own_lock);
     long i = own_index(c);
     int in = i >= 0 && bytes <= (size_t)(own[i].base + own[i].size - c);
-    if (in) *ref = (fr_mem_ref_t){.ino = own[i].ino, .size = own[i].size, .off = (uint64_t)(c - own[i].base),
-                                  .fd = own[i].fd};
+    if (in) *ref = (fr_mem_ref_t){.ino = own[i].ino, .dev = own[i].dev, .size = own[i].size,
+                                  .off = (uint64_t)(c - own[i].base), .fd = own[i].fd};
     pthread_mutex_unlock(&own_lock);
     return in;
 }
@@ -212,7 +213,7 @@ uint64_t fr_mem_frees(void) { return __atomic_load_n(&n_frees, __ATOMIC_ACQUIRE)
 typedef struct {
     long     pid;
     int      fd;
-    uint64_t ino;
+    uint64_t ino, dev;
     size_t   size;
     char    *base;
 } peer_map_t;
@@ -228,13 +229,13 @@ static size_t n_maps, cap_maps;
 static peer_owner_t *owners;
 static size_t n_owners, cap_owners;
 
-/* Whether descriptor @p fd of process @p pid is still the memfd @p ino. */
-static int still_there(long pid, int fd, uint64_t ino)
+/* Whether descriptor @p m->fd of process @p m->pid is still its memfd. */
+static int still_there(const peer_map_t *m)
 {
     char path[64];
     struct stat st;
-    snprintf(path, sizeof path, "/proc/%ld/fd/%d", pid, fd);
-    return stat(path, &st) == 0 && (uint64_t)st.st_ino == ino;
+    snprintf(path, sizeof path, "/proc/%ld/fd/%d", m->pid, m->fd);
+    return stat(path, &st) == 0 && (uint64_t)st.st_ino == m->ino && (uint64_t)st.st_dev == m->dev;
 }
 
 /* Drop the mappings of @p pid (every process when pid < 0) whose
@@ -244,7 +245,7 @@ static void sweep(long pid)
     size_t k = 0;
     for (size_t i = 0; i < n_maps; i++) {
         peer_map_t *m = &maps[i];
-        if ((pid < 0 || m->pid == pid) && !still_there(m->pid, m->fd, m->ino)) {
+        if ((pid < 0 || m->pid == pid) && !still_there(m)) {
             munmap(m->base, m->size);
             continue;
         }
@@ -278,7 +279,8 @@ static char *map_new(long pid, const fr_mem_ref_t *ref)
         return NULL;
     }
     char *base = NULL;
-    if (fstat(fd, &st) != 0 || (uint64_t)st.st_ino != ref->ino || (uint64_t)st.st_size < ref->size) {
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_ino != ref->ino || (uint64_t)st.st_dev != ref->dev ||
+        (uint64_t)st.st_size < ref->size) {
         FR_INFO(FR_SUB_SHM, "zero-copy: %s is not the allocation of %llu bytes the peer described", path,
                 (unsigned long long)ref->size);
     } else {
@@ -293,8 +295,9 @@ static char *map_new(long pid, const fr_mem_ref_t *ref)
         }
     }
     close(fd);
-    if (base) maps[n_maps++] = (peer_map_t){.pid = pid, .fd = ref->fd, .ino = ref->ino, .size = ref->size,
-                                            .base = base};
+    if (base)
+        maps[n_maps++] = (peer_map_t){.pid = pid, .fd = ref->fd, .ino = ref->ino, .dev = ref->dev,
+                                      .size = ref->size, .base = base};
     return base;
 }
 
@@ -312,7 +315,8 @@ char *fr_mem_peer(long pid, uint64_t frees, const fr_mem_ref_t *ref)
         owners[o].frees = frees;
     }
     for (size_t i = 0; i < n_maps && !base; i++)
-        if (maps[i].pid == pid && maps[i].ino == ref->ino && maps[i].size == ref->size) base = maps[i].base;
+        if (maps[i].pid == pid && maps[i].ino == ref->ino && maps[i].dev == ref->dev && maps[i].size == ref->size)
+            base = maps[i].base;
     if (!base) base = map_new(pid, ref);
 out:
     pthread_mutex_unlock(&peer_lock);

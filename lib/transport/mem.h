@@ -9,10 +9,12 @@
 
 /* Where a buffer lies in a process's shared memory, as a peer on the node
  * needs it to map the buffer: the allocation's memfd (its descriptor in the
- * owner and its inode, which names it for as long as anyone maps it) and
- * the buffer's offset in it. */
+ * owner and its device and inode, which name it for as long as anyone maps
+ * it: ordinary and huge-page memfds number their inodes apart, so the
+ * inode alone may be another's) and the buffer's offset in it. */
 typedef struct fr_mem_ref {
     uint64_t ino;     /* the memfd's inode number */
+    uint64_t dev;     /* and its file system's device */
     uint64_t size;    /* bytes of the allocation */
     uint64_t off;     /* where the buffer starts in it */
     int32_t  fd;      /* the owner's descriptor of the memfd */
