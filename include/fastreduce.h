@@ -605,6 +605,10 @@ FR_API int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MP
  *    request with MPI_Grequest_complete(): served only under
  *    MPI_THREAD_MULTIPLE;
  *  - with FASTREDUCE_PROGRESS=caller (no progress thread), always passed.
+ * With MPICH the poll function is what completes a served request, and
+ * MPICH 4.0's MPI_Request_get_status() does not call it: a program that
+ * only polls with MPI_Request_get_status() never sees the request done
+ * (MPI_Test() and the rest do; with Open MPI the progress thread does).
  * The thread level and FASTREDUCE_PROGRESS are agreed over the ranks when
  * the fr_comm_t is made (served only if every rank allows it), so every
  * rank of a correct program serves or passes each call alike.
