@@ -442,7 +442,9 @@ FR_API fr_status_t fr_ibcast(void *buf, size_t count, fr_dtype_t dtype, int root
  * buffer is reduced as one message with the table's choice for its size,
  * and the results are copied out. A buffer larger than that goes alone,
  * without a copy. The result is that of one fr_allreduce() per buffer.
- * Device buffers are reduced one call per buffer.
+ * Device buffers, all on one GPU, are reduced one call per buffer, each
+ * enqueued after the one before (a request's are not waited for one by
+ * one: the request completes when the last is done on the GPU).
  *
  * @param sendbufs the inputs: NULL for all in place, else an array of @p n
  *                 where FR_IN_PLACE or recvbufs[i] means buffer i in place

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "api.h"
 #include "copy.h"
+#include "device.h"
 #include "log.h"
 #include "mem.h"
 #include "request.h"
@@ -45,7 +46,7 @@ fr_status_t fr_group_make(struct fr_comm *comm, const void *const *sendbufs, voi
         return FR_ERROR(FR_ERR_NO_MEMORY, "fr_allreduce_group: out of memory for %zu buffers", n);
     }
     *g = (fr_group_t){.n = n, .send = g->send, .recv = g->recv, .counts = g->counts, .dtype = dtype, .op = op,
-                      .mem = FR_MEM_HOST};
+                      .mem = FR_MEM_HOST, .dev = -1};
     fr_status_t st = FR_SUCCESS;
     int mixed = 0;
     for (size_t i = 0; i < n && st == FR_SUCCESS; i++) {
@@ -59,7 +60,14 @@ fr_status_t fr_group_make(struct fr_comm *comm, const void *const *sendbufs, voi
         g->send[i] = c.sendbuf;
         g->recv[i] = c.recvbuf;
         g->counts[i] = c.count;
-        if (c.count && c.mem == FR_MEM_CUDA) g->mem = FR_MEM_CUDA;
+        if (c.count && c.mem == FR_MEM_CUDA) {
+            int dev = fr_device_of(c.recvbuf);
+            if (g->mem == FR_MEM_CUDA && dev != g->dev)
+                st = FR_ERROR(FR_ERR_INVALID_ARG, "fr_allreduce_group: buffer %zu is on GPU %d, an earlier one on "
+                              "GPU %d; a communicator's device buffers are on one GPU", i, dev, g->dev);
+            g->mem = FR_MEM_CUDA;
+            g->dev = dev;
+        }
         if (c.count) mixed |= (int)c.mem;
     }
     if (st == FR_SUCCESS && mixed == (int)FR_MEM_ALL)
@@ -95,7 +103,7 @@ int fr_group_next(struct fr_comm *comm, const fr_group_t *g, size_t *i, size_t *
             total += g->counts[k] * es;
     *i = k;
     *call = (fr_call_t){.coll = FR_COLL_ALLREDUCE, .count = total / es, .bytes = total, .dtype = g->dtype,
-                        .op = g->op, .mem = g->mem};
+                        .op = g->op, .mem = g->mem, .async = g->async};
     return 1;
 }
 

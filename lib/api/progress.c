@@ -142,11 +142,16 @@ static fr_status_t run_work(struct fr_comm *comm, fr_work_t *w)
 {
     fr_mem_t mem = w->group ? w->group->mem : w->call.mem;
     const int evented = w->number && mem == FR_MEM_CUDA && !w->done;
-    if (w->number && mem == FR_MEM_CUDA) fr_device_use(fr_device_of(w->group ? w->group->recv[0] : w->call.recvbuf));
-    if (evented) w->call.async = 1;
+    int dev = w->number && mem == FR_MEM_CUDA ? (w->group ? w->group->dev : fr_device_of(w->call.recvbuf)) : -1;
+    int prev = fr_device_use(dev);
+    if (evented) {
+        w->call.async = 1;
+        if (w->group) w->group->async = 1;
+    }
     fr_status_t st = run_call(comm, &w->call, w->group, &w->alg, w->t_issue);
     w->zcopy = *w->alg ? fr_last_zero_copy() : 0;   /* (nothing ran: the runner's last call is another's) */
     if (st == FR_SUCCESS && evented) st = fr_device_event_record(NULL, &w->event);
+    fr_device_restore(prev);
     if (st != FR_SUCCESS && w->number)
         snprintf(w->detail, sizeof w->detail, "request %lu (call #%lu on its communicator): %s",
                  (unsigned long)w->number, (unsigned long)comm->seq, fr_last_error());

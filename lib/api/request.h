@@ -17,6 +17,8 @@ typedef struct fr_group {
     fr_dtype_t   dtype;
     fr_op_t      op;
     fr_mem_t     mem;
+    int          dev;      /* device buffers: the GPU of the first one holding data */
+    int          async;    /* device buffers: enqueue, do not wait (a request's, evented after) */
 } fr_group_t;
 
 typedef enum {

@@ -146,11 +146,25 @@ void *fr_device_stage(struct fr_comm *comm, size_t bytes)
     return comm->stage;
 }
 
-void fr_device_use(int dev)
+int fr_device_use(int dev)
 {
     int cur = -1;
-    if (dev < 0 || (cudaGetDevice(&cur) == cudaSuccess && cur == dev)) return;
-    if (cudaSetDevice(dev) != cudaSuccess) (void)cudaGetLastError();
+    if (dev < 0) return -1;
+    if (cudaGetDevice(&cur) != cudaSuccess) {
+        (void)cudaGetLastError();
+        cur = -1;
+    }
+    if (cur == dev) return -1;
+    if (cudaSetDevice(dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return cur;
+}
+
+void fr_device_restore(int prev)
+{
+    if (prev >= 0 && cudaSetDevice(prev) != cudaSuccess) (void)cudaGetLastError();
 }
 
 fr_status_t fr_device_event_record(void *stream, void **event)
@@ -194,7 +208,8 @@ void *fr_device_stage(struct fr_comm *comm, size_t bytes)
     no_cuda();
     return NULL;
 }
-void fr_device_use(int dev) { (void)dev; }
+int fr_device_use(int dev) { (void)dev; return -1; }
+void fr_device_restore(int prev) { (void)prev; }
 fr_status_t fr_device_event_record(void *stream, void **event)
 {
     *event = NULL;

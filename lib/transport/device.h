@@ -54,8 +54,12 @@ fr_status_t fr_device_sync(void *stream);
  * communicator's FASTREDUCE_TIMEOUT (then the NCCL communicator is aborted
  * and @p comm broken), and failing on an asynchronous NCCL error. */
 fr_status_t fr_device_wait_nccl(struct fr_comm *comm, void *stream);
-/* Make GPU @p dev the calling thread's current device (-1: leave it). */
-void fr_device_use(int dev);
+/* Make GPU @p dev the calling thread's current device (-1: leave it);
+ * returns the device to give back to fr_device_restore, -1 where the
+ * current one was not changed. A request run by the program's thread
+ * inside fr_wait/fr_test must leave that thread's device as it found it. */
+int fr_device_use(int dev);
+void fr_device_restore(int prev);
 /* A CUDA event recorded on @p stream after the work enqueued there: the
  * request path's sign that its device work is done. */
 fr_status_t fr_device_event_record(void *stream, void **event);

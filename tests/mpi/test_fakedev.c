@@ -15,6 +15,7 @@
 #include "config.h"
 
 #define FAKE_DEV ((void *)(uintptr_t)0x7e0000001000ull)
+#define FAKE_DEV_GPU1 ((void *)(uintptr_t)0x7e0020001000ull)   /* fake_cuda.c's second GPU */
 
 /* FR_Allreduce / FR_Bcast of device memory, before any communicator is
  * made in the process (so before fr_comm_create has looked for the
@@ -59,6 +60,21 @@ static void mpi_signature_calls(int built)
     MPI_Comm_free(&d);
 }
 
+/* A device request's start (status @p st, handle @p req): refused without
+ * CUDA; with it started, and its wait fails on every rank alike. */
+static void start_fails_later(fr_status_t st, fr_request_t req, int built)
+{
+    if (!built) {
+        TU_CHECK(st == FR_ERR_NOT_SUPPORTED && req == FR_REQUEST_NULL, "start: %s: %s", tu_status(st),
+                 fr_last_error());
+    } else {
+        TU_CHECK(st == FR_SUCCESS && req != FR_REQUEST_NULL, "start: %s: %s", tu_status(st), fr_last_error());
+        st = fr_wait(&req);
+        TU_CHECK(st != FR_SUCCESS && req == FR_REQUEST_NULL, "wait: %s", tu_status(st));
+    }
+    TU_CHECK(tu_same_everywhere((uint64_t)st), "ranks returned different statuses (%s here)", tu_status(st));
+}
+
 /* The same through requests: without CUDA the start is refused and no
  * request made; with it the request starts, and its wait fails on every
  * rank alike. A group mixing host and device buffers is refused at its
@@ -75,15 +91,7 @@ static void device_requests(fr_comm_t comm, int built)
         fr_status_t st = k == 0 ? fr_iallreduce(FR_IN_PLACE, FAKE_DEV, 16, FR_FLOAT32, FR_SUM, comm, &req) :
                          k == 1 ? fr_ibcast(FAKE_DEV, 16, FR_FLOAT32, np - 1, comm, &req) :
                                   fr_iallreduce_group(NULL, bufs, counts, 2, FR_FLOAT32, FR_AVG, comm, &req);
-        if (!built) {
-            TU_CHECK(st == FR_ERR_NOT_SUPPORTED && req == FR_REQUEST_NULL, "start: %s: %s", tu_status(st),
-                     fr_last_error());
-        } else {
-            TU_CHECK(st == FR_SUCCESS && req != FR_REQUEST_NULL, "start: %s: %s", tu_status(st), fr_last_error());
-            st = fr_wait(&req);
-            TU_CHECK(st != FR_SUCCESS && req == FR_REQUEST_NULL, "wait: %s", tu_status(st));
-        }
-        TU_CHECK(tu_same_everywhere((uint64_t)st), "ranks returned different statuses (%s here)", tu_status(st));
+        start_fails_later(st, req, built);
     }
     tu_begin("request: a group of a host and a device buffer is refused at its start");
     void *mixed[2] = { host, FAKE_DEV };
@@ -92,6 +100,20 @@ static void device_requests(fr_comm_t comm, int built)
     fr_status_t st = fr_iallreduce_group(NULL, mixed, counts, 2, FR_FLOAT32, FR_SUM, comm, &req);
     TU_CHECK(st == (built ? FR_ERR_INVALID_ARG : FR_ERR_NOT_SUPPORTED) && req == FR_REQUEST_NULL, "got %s: %s",
              tu_status(st), fr_last_error());
+    tu_begin("request: a group of buffers on two GPUs is refused at its start");
+    void *two[2] = { FAKE_DEV, FAKE_DEV_GPU1 };
+    req = 99;
+    st = fr_iallreduce_group(NULL, two, counts, 2, FR_FLOAT32, FR_SUM, comm, &req);
+    TU_CHECK(st == (built ? FR_ERR_INVALID_ARG : FR_ERR_NOT_SUPPORTED) && req == FR_REQUEST_NULL &&
+             (!built || strstr(fr_last_error(), "GPU 1")), "got %s: %s", tu_status(st), fr_last_error());
+    /* An empty buffer's memory does not count, wherever it points; the
+     * group's GPU is that of its first buffer holding data. */
+    tu_begin("request: a group of an empty host buffer and device buffers is a device group");
+    void *first_empty[3] = { host, FAKE_DEV_GPU1, (char *)FAKE_DEV_GPU1 + 4096 };
+    size_t counts3[3] = { 0, 16, 16 };
+    req = 99;
+    st = fr_iallreduce_group(NULL, first_empty, counts3, 3, FR_FLOAT32, FR_SUM, comm, &req);
+    start_fails_later(st, req, built);
 }
 
 int main(int argc, char **argv)
