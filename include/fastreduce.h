@@ -609,8 +609,9 @@ FR_API int FR_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MP
  *  - with FASTREDUCE_PROGRESS=caller (no progress thread), always passed.
  * With MPICH the poll function is what completes a served request, and
  * MPICH 4.0's MPI_Request_get_status() does not call it: a program that
- * only polls with MPI_Request_get_status() never sees the request done
- * (MPI_Test() and the rest do; with Open MPI the progress thread does).
+ * polls with MPI_Request_get_status() sees the request done through
+ * FR_Request_get_status() (the interposer's MPI_Request_get_status), which
+ * polls it first.
  * The thread level and FASTREDUCE_PROGRESS are agreed over the ranks when
  * the fr_comm_t is made (served only if every rank allows it), so every
  * rank of a correct program serves or passes each call alike.
@@ -686,6 +687,19 @@ FR_API int FR_Free_mem(void *base);
  * @return the MPI library's MPI_Comm_free() result
  */
 FR_API int FR_Comm_free(MPI_Comm *comm);
+
+/**
+ * MPI_Request_get_status's signature: a request FR_Iallreduce() or
+ * FR_Ibcast() served is polled first, as MPI_Test() would (MPICH's
+ * MPI_Request_get_status() calls no poll function, so without this a loop
+ * of it never saw the request done); then the MPI library's answers.
+ * Like MPI_Request_get_status(), it neither frees the request nor sets
+ * it to MPI_REQUEST_NULL.
+ *
+ * @param request, flag, status as MPI_Request_get_status()
+ * @return the MPI library's MPI_Request_get_status() result
+ */
+FR_API int FR_Request_get_status(MPI_Request request, int *flag, MPI_Status *status);
 /** @} */
 
 /**

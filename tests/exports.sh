@@ -36,7 +36,8 @@ check() {
     echo "${lib##*/}: $(echo "$got" | wc -l) exported symbols"
 }
 check libfastreduce.so $public $plugin
-check libfastreduce-mpi.so MPI_Allreduce MPI_Bcast MPI_Iallreduce MPI_Ibcast MPI_Alloc_mem MPI_Free_mem MPI_Comm_free
+check libfastreduce-mpi.so MPI_Allreduce MPI_Bcast MPI_Iallreduce MPI_Ibcast MPI_Alloc_mem MPI_Free_mem MPI_Comm_free \
+    MPI_Request_get_status
 check libnccl-tuner-fastreduce.so $plugin
 
 # The module alone (as NCCL in a program without fastreduce opens it) gives

@@ -1,7 +1,8 @@
 /* libfastreduce-mpi.so: the PMPI interposer. Its MPI_Allreduce,
  * MPI_Bcast, MPI_Iallreduce, MPI_Ibcast, MPI_Alloc_mem and MPI_Free_mem
  * (memory of fr_mem_alloc, so that collectives on it go zero-copy) and
- * MPI_Comm_free (the cached communicator destroyed at the free) take
+ * MPI_Comm_free (the cached communicator destroyed at the free) and
+ * MPI_Request_get_status (which polls a served request) take
  * the place of the MPI
  * library's (LD_PRELOAD, or linked before it) and are FR_Allreduce,
  * FR_Bcast, FR_Iallreduce and FR_Ibcast: what fastreduce can serve (a
@@ -50,4 +51,9 @@ FR_API int MPI_Free_mem(void *base)
 FR_API int MPI_Comm_free(MPI_Comm *comm)
 {
     return FR_Comm_free(comm);
+}
+
+FR_API int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status)
+{
+    return FR_Request_get_status(request, flag, status);
 }

@@ -15,6 +15,8 @@
  * the other ranks, so a request is served only where the progress thread
  * runs it without help from the caller (see why_not). */
 #include "config.h"
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include "api.h"
 #include "comm.h"
@@ -44,8 +46,67 @@ typedef struct nb {
     int            done;    /* MPI_Grequest_complete was called */
     uint64_t       polls;   /* polls that found it running: after spin of them, each yields */
     uint64_t       spin;
+    size_t         slot;    /* its place in the served table (below) */
 #endif
 } nb_t;
+
+#ifdef FR_HAVE_GREQUEST_POLL
+/* The served requests MPI still holds, found by their MPI handle:
+ * MPI_Request_get_status calls no poll function (MPICH 4.0), so
+ * FR_Request_get_status polls a served request itself. A request leaves the
+ * table in its free function, before MPI can give its handle to another.
+ * The lock is never held across an MPI call: MPI may run the free function
+ * under its own lock. */
+static struct {
+    pthread_mutex_t lock;
+    nb_t          **s;
+    size_t          n, cap;
+} served = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int served_add(nb_t *s)
+{
+    pthread_mutex_lock(&served.lock);
+    if (served.n == served.cap) {
+        size_t cap = served.cap ? 2 * served.cap : 64;
+        nb_t **t = realloc(served.s, cap * sizeof *t);
+        if (!t) {
+            pthread_mutex_unlock(&served.lock);
+            return 0;
+        }
+        served.s = t;
+        served.cap = cap;
+    }
+    s->slot = served.n;
+    served.s[served.n++] = s;
+    pthread_mutex_unlock(&served.lock);
+    return 1;
+}
+
+static void served_remove(nb_t *s)
+{
+    pthread_mutex_lock(&served.lock);
+    if (s->slot < served.n && served.s[s->slot] == s) {
+        served.s[s->slot] = served.s[--served.n];
+        served.s[s->slot]->slot = s->slot;
+    }
+    if (!served.n) {   /* (nothing held between bursts, nothing at exit) */
+        free(served.s);
+        served.s = NULL;
+        served.cap = 0;
+    }
+    pthread_mutex_unlock(&served.lock);
+}
+
+static nb_t *served_find(MPI_Request r)
+{
+    nb_t *found = NULL;
+    pthread_mutex_lock(&served.lock);
+    for (size_t i = 0; i < served.n && !found; i++)
+        if (served.s[i]->mreq == r) found = served.s[i];
+    pthread_mutex_unlock(&served.lock);
+    return found;
+}
+#endif
 
 /* The end of @p s's request (status @p st): a packed bcast is unpacked,
  * and the status becomes the MPI error class the request completes with.
@@ -78,6 +139,9 @@ static int nb_query(void *arg, MPI_Status *status)
 
 static int nb_free(void *arg)
 {
+#ifdef FR_HAVE_GREQUEST_POLL
+    served_remove(arg);
+#endif
     free(arg);
     return MPI_SUCCESS;
 }
@@ -126,9 +190,11 @@ static int nb_wait(int n, void **states, double timeout, MPI_Status *status)
 /* Start @p call on @p fc behind a generalized request made first. */
 static fr_status_t start(nb_t *s, fr_comm_t fc, const fr_call_t *call)
 {
+    s->slot = SIZE_MAX;
     if (PMPIX_Grequest_start(nb_query, nb_free, nb_cancel, nb_poll, nb_wait, s, &s->mreq) != MPI_SUCCESS)
         return FR_ERROR(FR_ERR_MPI, "%s: MPIX_Grequest_start failed", s->name);
     s->spin = fc->spin;
+    if (!served_add(s)) return FR_ERROR(FR_ERR_NO_MEMORY, "%s: out of memory for a request", s->name);
     return fr_request_start(fc, call, &s->req);
 }
 #else
@@ -168,6 +234,17 @@ static const char *why_not(const fr_mpi_call_t *c, const fr_call_t *call)
 #endif
     }
     return can & FR_MPI_HAS_THREAD ? NULL : "no progress thread on some rank";
+}
+
+int FR_Request_get_status(MPI_Request request, int *flag, MPI_Status *status)
+{
+#ifdef FR_HAVE_GREQUEST_POLL
+    /* (the program may not complete this request in another thread
+     * meanwhile, which would write the handle read here: s stays MPI's) */
+    nb_t *s = request != MPI_REQUEST_NULL ? served_find(request) : NULL;
+    if (s) advance(s, 0);
+#endif
+    return PMPI_Request_get_status(request, flag, status);
 }
 
 int fr_mpi_grequest_poll(void)

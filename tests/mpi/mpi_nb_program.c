@@ -224,8 +224,9 @@ static void verify(pend_t *p)
     free(p->in);
 }
 
-enum { S_WAIT, S_TEST, S_WAITALL, S_TESTALL, NSTYLES };
-static const char *const sname[NSTYLES] = { "MPI_Wait", "MPI_Test", "MPI_Waitall", "MPI_Testall" };
+enum { S_WAIT, S_TEST, S_WAITALL, S_TESTALL, S_GET_STATUS, NSTYLES };
+static const char *const sname[NSTYLES] = { "MPI_Wait", "MPI_Test", "MPI_Waitall", "MPI_Testall",
+                                            "MPI_Request_get_status" };
 
 /* Complete every pending request the way @p style says, then check each. */
 static void complete(int style)
@@ -244,8 +245,14 @@ static void complete(int style)
     case S_WAITALL:
         ok &= MPI_Waitall(npend, reqs, sts) == MPI_SUCCESS;
         break;
-    default:
+    case S_TESTALL:
         while (!flag) ok &= MPI_Testall(npend, reqs, &flag, sts) == MPI_SUCCESS;
+        break;
+    default:   /* polled until done without completing it, then freed by MPI_Wait */
+        for (int i = 0; i < npend; i++, flag = 0) {
+            while (!flag) ok &= MPI_Request_get_status(reqs[i], &flag, &st) == MPI_SUCCESS;
+            ok &= reqs[i] != MPI_REQUEST_NULL && MPI_Wait(&reqs[i], &st) == MPI_SUCCESS;
+        }
         break;
     }
     for (int i = 0; i < npend; i++) ok &= reqs[i] == MPI_REQUEST_NULL;
@@ -297,9 +304,8 @@ static void blocking_between(MPI_Comm comm, const char *cname)
 
 /* Every type, op and count of allreduce and every root of bcast on
  * @p comm, in batches of a few requests: each batch completed the next
- * way (the MPI_Waitall and MPI_Testall ones with a point-to-point pair
- * among them), every other one with blocking calls between its start and
- * its completion. */
+ * way (from MPI_Waitall on, with a point-to-point pair among them), every
+ * other one with blocking calls between its start and its completion. */
 static void rounds(MPI_Comm comm, const char *cname)
 {
     static const int counts[] = { 0, 1, 7, 1000, 65537 };
