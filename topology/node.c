@@ -41,6 +41,15 @@ static fr_status_t fill_from_leaders(MPI_Comm comm, const int *leader, int size,
     return FR_SUCCESS;
 }
 
+/* Once a process: this rank's node size is not rank 0's. */
+static void warn_node_size(int own, int used)
+{
+    static int warned;
+    if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
+    FR_WARN(FR_SUB_TOPO, "FASTREDUCE_NODE_SIZE (or fr_config_t.node_size) is %d on this rank but %d on the "
+            "communicator's rank 0; every rank groups nodes by rank 0's %d", own, used, used);
+}
+
 fr_status_t fr_node_group(MPI_Comm comm, int node_size, const char *hostid, fr_nodeinfo_t *out)
 {
     int rank, size, rc = MPI_SUCCESS;
@@ -51,10 +60,17 @@ fr_status_t fr_node_group(MPI_Comm comm, int node_size, const char *hostid, fr_n
     int *leader = malloc(sizeof(int) * (size_t)size);
     if (!leader) return FR_ERROR(FR_ERR_NO_MEMORY, "node grouping: out of memory");
 
-    /* Does any rank name its node with FASTREDUCE_HOSTID? */
+    /* Every rank groups by rank 0's node size: a rank grouping by its own
+     * would make other MPI calls than the rest below (a hang) or count
+     * other nodes. The same reduction says whether any rank names its node
+     * with FASTREDUCE_HOSTID. */
+    int own = node_size > 0 ? node_size : 0;
+    int mine[2] = { hostid != NULL, rank == 0 ? own : -1 }, all[2] = { 0, own };
+    rc |= PMPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, comm);
+    node_size = all[1];
+    if (rc == MPI_SUCCESS && node_size != own) warn_node_size(own, node_size);
     if (node_size > 0) hostid = NULL;
-    int any_hostid = hostid != NULL, any = 0;
-    rc |= PMPI_Allreduce(&any_hostid, &any, 1, MPI_INT, MPI_MAX, comm);
+    int any = node_size > 0 ? 0 : all[0];
 
     if (node_size > 0) {
         for (int r = 0; r < size; r++) leader[r] = r - r % node_size;

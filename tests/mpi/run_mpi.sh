@@ -263,16 +263,24 @@ done
 # differently: wrong results, hangs, SIGBUS past the segment's end. Here
 # inside a node (shm's chunked allreduce to 1.1 MB, bcast to 9 MB through
 # the large ring); below across faked nodes (hier bcast's chunk cap).
-# mpmd_shm_size N0 SIZE0 N1 SIZE1 "VAR=value ..." TEST_COLL_ARGS...
-mpmd_shm_size() {
-    local n0=$1 s0=$2 n1=$3 s1=$4 envs=$5 nw nr
-    shift 5
-    MPMD="$n0:FASTREDUCE_SHM_SIZE=$s0 $n1:FASTREDUCE_SHM_SIZE=$s1" run_one $((n0 + n1)) "$envs" test_coll "$@"
-    nw=$(grep -E "fastreduce WARN shm: FASTREDUCE_SHM_SIZE is [0-9]+ bytes on this rank \(set to $s1\) but [0-9]+ on the communicator's rank 0" \
-         "$last_log" | tee "$last_log.warn" | wc -l)
+# mpmd_setting VAR N0 VALUE0 N1 VALUE1 "VAR=value ..." WARNING_RE TEST_COLL_ARGS...:
+# VAR=VALUE0 on the first N0 ranks, VALUE1 on the next N1; each of those
+# must log WARNING_RE once.
+mpmd_setting() {
+    local var=$1 n0=$2 s0=$3 n1=$4 s1=$5 envs=$6 re=$7 nw nr
+    shift 7
+    MPMD="$n0:$var=$s0 $n1:$var=$s1" run_one $((n0 + n1)) "$envs" test_coll "$@"
+    nw=$(grep -E "$re" "$last_log" | tee "$last_log.warn" | wc -l)
     nr=$(ranks_in "$n0" <"$last_log.warn")
     pass_fail "$([ "$nw" = "$n1" ] && [ "$nr" = "$n1" ] && echo 1 || echo 0)" \
-        "MPMD FASTREDUCE_SHM_SIZE=$s0 on $n0 rank(s), $s1 on $n1: $nw warning(s), from $nr of ranks $n0-$((n0 + n1 - 1)), want one from each (log: $last_log)"
+        "MPMD $var=$s0 on $n0 rank(s), $s1 on $n1: $nw warning(s), from $nr of ranks $n0-$((n0 + n1 - 1)), want one from each (log: $last_log)"
+}
+# mpmd_shm_size N0 SIZE0 N1 SIZE1 "VAR=value ..." TEST_COLL_ARGS...
+mpmd_shm_size() {
+    local n0=$1 s0=$2 n1=$3 s1=$4 envs=$5
+    shift 5
+    mpmd_setting FASTREDUCE_SHM_SIZE "$n0" "$s0" "$n1" "$s1" "$envs" \
+        "fastreduce WARN shm: FASTREDUCE_SHM_SIZE is [0-9]+ bytes on this rank \(set to $s1\) but [0-9]+ on the communicator's rank 0" "$@"
 }
 mpmd_shm_size 1 4M 2 16M "" --quick --algo shm
 # Ranks in PID namespaces of their own (containers that share IPC but not
@@ -420,6 +428,20 @@ run_one 3 "$TCP FASTREDUCE_NODE_SIZE=1" test_coll --quick --algo hier
 run_one 6 "$TCP FASTREDUCE_NODE_SIZE=3" test_coll --quick --algo hier
 run_one 6 "$TCP FASTREDUCE_NODE_SIZE=2" test_coll --quick --algo hier
 run_one 5 "$TCP FASTREDUCE_NODE_SIZE=2" test_coll --quick --algo hier
+# FASTREDUCE_NODE_SIZE set on some ranks only, or to another value: every
+# rank groups nodes by the communicator's rank 0's value, and each rank
+# whose own differs warns, once. Before, ranks with and without it made
+# different MPI calls inside fr_comm_create (a hang), and ranks with
+# different values counted different nodes and chose different algorithms.
+# mpmd_node_size N0 SIZE0 N1 SIZE1 TEST_COLL_ARGS...
+mpmd_node_size() {
+    local n0=$1 s0=$2 n1=$3 s1=$4
+    shift 4
+    mpmd_setting FASTREDUCE_NODE_SIZE "$n0" "$s0" "$n1" "$s1" "$TCP" \
+        "fastreduce WARN FASTREDUCE_NODE_SIZE \(or fr_config_t.node_size\) is $s1 on this rank but $s0 on the communicator's rank 0" "$@"
+}
+mpmd_node_size 1 0 2 1 --quick --algo shm
+mpmd_node_size 1 2 3 1 --quick --algo hier
 run_one 5 "$TCP FASTREDUCE_NODE_SIZE=3" test_coll --quick --algo hier
 RUN_WRAP="${srcdir:-$(dirname "$0")/..}/mpi/hostid_wrap.sh" run_one 4 "$TCP" test_coll --quick --algo hier
 # nodes whose ranks were given different FASTREDUCE_SHM_SIZE (each node's

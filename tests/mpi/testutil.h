@@ -353,6 +353,7 @@ TU_FN int tu_node_shape(int cfg_node_size, int *equal)
         const char *e = getenv("FASTREDUCE_NODE_SIZE");
         ns = e && *e ? atoi(e) : 0;
     }
+    MPI_Bcast(&ns, 1, MPI_INT, 0, MPI_COMM_WORLD);   /* (rank 0's rules where the ranks' differ) */
     if (ns > 0) {
         if (equal) *equal = tu.size % ns == 0 || tu.size < ns;
         return (tu.size + ns - 1) / ns;
