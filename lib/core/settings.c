@@ -1,5 +1,4 @@
 /* The one table of FASTREDUCE_* settings, their parsers and their loader. */
-#include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +55,7 @@ const fr_setting_t fr_settings[FR_S_COUNT] = {
      "1: before each collective the ranks compare collective, count, datatype, op, root, memory and "
      "algorithm; a difference gives FR_ERR_MISMATCH on every rank, naming the ranks and values"},
     [FR_S_SHM_SIZE] = {"FASTREDUCE_SHM_SIZE", "8M", FR_SET_SIZE, F(shm_size), NULL, 0, FR_WHEN_CREATE, FR_SUB_INIT,
-     "bytes of shared-memory data area per rank of a node"},
+     "bytes of shared-memory data area per rank of a node (at least 64K)"},
     [FR_S_SHM_STREAM] = {"FASTREDUCE_SHM_STREAM", "auto", FR_SET_STREAM, F(shm_stream), NULL, FR_SETF_RANK0,
      FR_WHEN_CREATE, FR_SUB_SHM,
      "how a rank writes data for the node's other ranks: auto (plain stores, streaming ones while plain "
@@ -153,7 +152,7 @@ static int parse_enum(const fr_setting_t *r, const char *txt, int *out)
     return 0;
 }
 
-/* auto, 0, 1, or auto:R with R from 0 to 1e6 (as strtod reads it). */
+/* auto, 0, 1, or auto:R with R a decimal number from 0 to 1e6. */
 static int parse_stream(const char *txt, int *mode, double *slow)
 {
     if (!strcmp(txt, "auto") || !strcmp(txt, "0") || !strcmp(txt, "1")) {
@@ -161,11 +160,10 @@ static int parse_stream(const char *txt, int *mode, double *slow)
         *slow = FR_SHM_SLOW;
         return 1;
     }
-    if (strncmp(txt, "auto:", 5) || !txt[5]) return 0;
-    char *end;
-    errno = 0;
-    double r = strtod(txt + 5, &end);
-    if (*end || errno || !(r >= 0 && r <= 1e6)) return 0;
+    if (strncmp(txt, "auto:", 5)) return 0;
+    const char *end;
+    double r = decimal(txt + 5, 1, &end);
+    if (end == txt + 5 || *end || r > 1e6) return 0;
     *mode = FR_STREAM_AUTO;
     *slow = r;
     return 1;
@@ -192,6 +190,7 @@ int fr_setting_parse(fr_settings_t *s, fr_setting_id_t id, const char *txt)
     case FR_SET_STREAM: return parse_stream(txt, &s->shm_stream, &s->shm_slow);
     case FR_SET_SIZE:
         if (fr_parse_size(txt, &size) || size == FR_INF) return 0;
+        if (id == FR_S_SHM_SIZE && size < FR_SHM_SIZE_MIN) return 0;
         *FIELD(s, r, uint64_t) = size;
         return 1;
     }
@@ -203,7 +202,8 @@ static const char *allowed(const fr_setting_t *r, char *buf, size_t len)
 {
     switch (r->type) {
     case FR_SET_INT: return "a non-negative integer (decimal digits alone, at most 1000000000)";
-    case FR_SET_SIZE: return "a size (like 4096, 256K, 8M)";
+    case FR_SET_SIZE: return r == &fr_settings[FR_S_SHM_SIZE] ? "a size of at least 64K (like 256K, 8M)"
+                                                              : "a size (like 4096, 256K, 8M)";
     case FR_SET_SECONDS: return "a number of seconds (like 30 or 2.5) from 0 to 1e7";
     case FR_SET_STREAM: return "auto, auto:RATIO (a number from 0 to 1e6), 0 or 1";
     case FR_SET_ENUM: break;

@@ -71,6 +71,8 @@ typedef enum { FR_PROGRESS_THREAD = 0, FR_PROGRESS_CALLER } fr_progress_mode_t;
 typedef enum { FR_BIND_AUTO = 0, FR_BIND_NONE, FR_BIND_CORE, FR_BIND_NUMA, FR_BIND_GPU } fr_bind_mode_t;
 /* FASTREDUCE_SHM_STREAM's auto ratio when auto:R does not give one. */
 #define FR_SHM_SLOW 2.0
+/* The least FASTREDUCE_SHM_SIZE: the segment's layout needs a 64 KiB data area a rank. */
+#define FR_SHM_SIZE_MIN 65536
 
 /* Every setting's value; a field per row. Strings are the loader's copies
  * (NULL when unset), freed by fr_settings_free. */

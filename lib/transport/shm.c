@@ -416,8 +416,8 @@ static fr_status_t check_fits(struct fr_comm *comm, const fr_shm_t *s, uint64_t 
 
 static uint64_t per_rank_size(const struct fr_comm *comm)
 {
-    uint64_t per_rank = comm->set.shm_size;
-    return per_rank < 65536 ? 65536 : per_rank;
+    uint64_t per_rank = comm->set.shm_size;   /* (settings refuse less than the least) */
+    return per_rank < FR_SHM_SIZE_MIN ? FR_SHM_SIZE_MIN : per_rank;
 }
 
 /* FASTREDUCE_SHM_SIZE as the communicator's rank 0 reads it (a malformed

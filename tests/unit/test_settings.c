@@ -113,11 +113,22 @@ Test(settings, size_forms)
         { "65536", 65536 }, { "256K", 256 << 10 }, { "8M", 8 << 20 }, { "1G", 1ull << 30 }, { "0", 0 },
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
-        cr_assert_eq(load_with(FR_S_SHM_SIZE, ok[i].in).shm_size, ok[i].want, "'%s'", ok[i].in);
+        cr_assert_eq(load_with(FR_S_FUSION_BUFFER_MAX, ok[i].in).fusion_buffer_max, ok[i].want, "'%s'", ok[i].in);
     static const char *const bad[] = { " 8M", "-1", "+1", "0x10", "1e3", "8Q", "inf", "M",
                                        "99999999999999999999999", "1.5M" };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) assert_bad(FR_S_SHM_SIZE, bad[i]);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) assert_bad(FR_S_FUSION_BUFFER_MAX, bad[i]);
     cr_assert(logged("is not a size (like 4096, 256K, 8M)"));
+}
+
+/* The segment's layout needs 64 KiB a rank: less is refused with the
+ * reason, not raised behind the user's back. */
+Test(settings, shm_size_least)
+{
+    cr_assert_eq(load_with(FR_S_SHM_SIZE, "64K").shm_size, 65536);
+    cr_assert_eq(load_with(FR_S_SHM_SIZE, "1G").shm_size, 1ull << 30);
+    static const char *const bad[] = { "0", "65535", "63K", " 8M", "0x10" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) assert_bad(FR_S_SHM_SIZE, bad[i]);
+    cr_assert(logged("FASTREDUCE_SHM_SIZE=0x10 is not a size of at least 64K (like 256K, 8M); using the default 8M"));
 }
 
 /* Each word gives its index (the C enum's value); case matters except for
@@ -162,7 +173,7 @@ Test(settings, shm_stream_forms)
         cr_assert_str_eq(fr_setting_text(&s, FR_S_SHM_STREAM, txt, sizeof txt), ok[i].in);
     }
     static const char *const bad[] = { "sometimes", "auto:", "auto:-1", "auto:3x", "auto:nan", "auto:1000001",
-                                       "2", "AUTO" };
+                                       "2", "AUTO", "auto:0x10", "auto: 2", "auto:+2", "auto:1e3", "auto:2." };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) assert_bad(FR_S_SHM_STREAM, bad[i]);
 }
 
