@@ -3,6 +3,8 @@
 # `fastreduce-info --algorithms --markdown` prints from the registry, between
 # the two marker lines below. Fails (naming the doc, with the difference)
 # where a doc's table differs; --update writes the tool's table into them.
+# Also: docs/tuning.md's listing of the built-in table holds the rules of
+# lib/select/default_table.c, in order (spacing aside).
 # Usage: tests/doc_algorithms.sh [--update] [BUILD_DIR]
 #   (under make check: srcdir and top_builddir come from the environment)
 set -u
@@ -55,5 +57,21 @@ for doc in README.md docs/tuning.md; do
         fail=$((fail + 1))
     fi
 done
+# The rule lines of the built-in table, spaces squeezed: from the source's
+# string, and from the first code block under the doc's heading.
+rules_src() { sed -n 's/^ *"\(\(allreduce\|bcast\) [^"]*\)\\n";\?$/\1/p' "$top_srcdir/lib/select/default_table.c" | tr -s ' '; }
+rules_doc() {
+    awk '/^## The built-in default table/ { h = 1 } h && /^```/ { if (on) exit; on = 1; next } on' \
+        "$top_srcdir/docs/tuning.md" | tr -s ' ' | sed 's/ $//'
+}
+if [ "$(rules_src | wc -l)" -ge 10 ] && diff -u <(rules_doc) <(rules_src) >"$table.doc"; then
+    echo "ok docs/tuning.md: the built-in table's $(rules_src | wc -l) rules"
+    pass=$((pass + 1))
+else
+    echo "FAIL docs/tuning.md: its listing of the built-in table differs from lib/select/default_table.c" \
+         "($(rules_src | wc -l) rules read there):"
+    sed 's/^/    /' "$table.doc"
+    fail=$((fail + 1))
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
