@@ -130,16 +130,20 @@ static int stale_by(const tuner_t *T, int coll, int s, int c, double *thr)
 
 /* Every rank reads the --check table (as every rank would after the
  * broadcast), the default rules after its own; rank 0 says what it
- * checks. Returns 1 (the table freed) when some rank could not read it. */
+ * checks. Returns 1 (the table freed) when some rank could not read it,
+ * which the lowest such rank says why (another rank may read a file of
+ * that name in another folder). */
 static int read_table(tuner_t *T, fr_table_t *tab)
 {
     fr_table_meta_t meta;
-    int nbad = 0;
+    int nbad = 0, size;
     fr_status_t st = fr_table_read_file(tab, &meta, T->o.check, NULL, NULL, &nbad);
-    int ok = st == FR_SUCCESS, all_ok;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all_ok) {
-        if (T->rank == 0) fprintf(stderr, PROG ": --check %s: %s\n", T->o.check, fr_last_error());
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int failed = st == FR_SUCCESS ? size : T->rank, first;
+    MPI_Allreduce(&failed, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first < size) {
+        if (T->rank == first)
+            fprintf(stderr, PROG ": --check %s: rank %d: %s\n", T->o.check, first, fr_last_error());
         fr_table_free(tab);
         return 1;
     }

@@ -765,6 +765,16 @@ ok=0
 { [ "$rc" = 0 ] || [ "$rc" = 3 ]; } && [ "$sampled" -ge 12 ] &&
     grep -qE "^fastreduce-tune: [0-9]+ stale ranges? in $tdir/t.tune" "$tdir/check.log" && ok=1
 pass_fail $ok "fastreduce-tune --check: exit $rc, $sampled sampled sizes reported ($(grep -oE '[0-9]+ stale ranges?' "$tdir/check.log"))"
+# --check of a table only rank 0 can read (a relative name, rank 1 in another
+# folder): the rank that failed says why, and the tool exits 1
+tabs=$(cd "$tdir" && pwd) tool=$(cd "$(dirname "$TUNER")" && pwd)/fastreduce-tune
+timeout -k 15 "$TIMEOUT" "${tlaunch[@]}" -n 1 -wdir "$tabs" "$tool" --check t.tune --budget 8 --max 64 : \
+    -n 1 -wdir / "$tool" --check t.tune --budget 8 --max 64 </dev/null >"$tdir/check_unread.log" 2>&1
+rc=$?
+ok=0
+[ "$rc" = 1 ] && grep -q '^fastreduce-tune: --check t.tune: rank 1: t.tune: cannot read tuning table: No such file or directory$' \
+    "$tdir/check_unread.log" && ok=1
+pass_fail $ok "fastreduce-tune --check of a table rank 1 cannot read: exit $rc, $(grep -m1 '^fastreduce-tune: --check' "$tdir/check_unread.log")"
 # the speed check's tool: fr_osu_allreduce --compare, the table's column beside forced ones;
 # a row per size, the table's own choice named in it (with its parameters), table/best a positive ratio; hier
 # declines on one node: a line says so at every size and it is never best-forced
