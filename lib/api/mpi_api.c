@@ -272,15 +272,18 @@ const char *fr_mpi_allreduce_why(const void *sendbuf, void *recvbuf, int count, 
 }
 
 /* Whether a served call failed (@p st) only because UCX could not be set
- * up on @p fc: a failure every rank agreed on before any data moved, the
- * communicator still whole. The call then goes to MPI, which would have
- * served it (*how says so); fastreduce has warned why. (Blocking calls
- * only: the state moves in a request's run on each rank at its own time.) */
-static int no_ucx(fr_comm_t fc, fr_status_t st, fr_mpi_served_t *how)
+ * up on @p c's communicator: a failure every rank agreed on before any
+ * data moved, the communicator still whole. The call then goes to MPI,
+ * which would have served it (*how says so); fastreduce has warned why.
+ * (Blocking calls only: the state moves in a request's run on each rank at
+ * its own time. Their finding is kept, alike on every rank, for the
+ * non-blocking calls after them: mpi_nb.c.) */
+static int no_ucx(const fr_mpi_call_t *c, fr_status_t st, fr_mpi_served_t *how)
 {
-    if (st != FR_ERR_UCX || fc->ucx_state >= 0 || fc->broken) return 0;
+    if (st != FR_ERR_UCX || c->fc->ucx_state >= 0 || c->fc->broken) return 0;
+    c->cached->no_ucx = 1;
     how->served = 0;
-    how->what = "fastreduce has no UCX here";
+    how->what = FR_MPI_NO_UCX;
     return 1;
 }
 
@@ -296,7 +299,7 @@ static int mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Data
     if (why) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     const void *s = sendbuf == MPI_IN_PLACE ? FR_IN_PLACE : sendbuf;
     fr_status_t st = fr_allreduce(s, recvbuf, (size_t)count, (fr_dtype_t)c.dtype, (fr_op_t)c.op, c.fc);
-    if (no_ucx(c.fc, st, how)) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    if (no_ucx(&c, st, how)) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     how->what = fr_last_algorithm();
     how->zcopy = fr_last_zero_copy();
     how->bytes = (double)count * (double)fr_dtype_size((fr_dtype_t)c.dtype);
@@ -416,7 +419,7 @@ static int mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root, M
     fr_mpi_bytes_t b;
     fr_status_t st = fr_mpi_bytes_begin(&b, buffer, count, datatype, c.size, root, c.fc->rank, comm, 0);
     if (st == FR_SUCCESS) st = fr_mpi_bytes_end(&b, fr_bcast(b.buf, b.bytes, FR_UINT8, root, c.fc));
-    if (no_ucx(c.fc, st, how)) return PMPI_Bcast(buffer, count, datatype, root, comm);
+    if (no_ucx(&c, st, how)) return PMPI_Bcast(buffer, count, datatype, root, comm);
     how->what = fr_last_algorithm();
     how->zcopy = fr_last_zero_copy();
     how->bytes = (double)count * (double)c.size;

@@ -26,6 +26,7 @@ typedef struct fr_mpi_cached {
     int       can;        /* FR_MPI_CAN_* */
     int       started;    /* a non-blocking call was served on it (set alike on every rank): when the MPI
                              communicator is freed, its requests are completed before comm is destroyed */
+    int       no_ucx;     /* a blocking call found that UCX cannot be set up on comm (alike on every rank) */
     struct fr_mpi_cached *next;
 } fr_mpi_cached_t;
 
@@ -54,6 +55,8 @@ const char *fr_mpi_allreduce_why(const void *sendbuf, void *recvbuf, int count, 
 const char *fr_mpi_bcast_why(void *buffer, int count, MPI_Datatype datatype, MPI_Comm comm, int nb,
                              fr_mpi_call_t *c);
 #define FR_MPI_NOT_SET_UP "not set up by a blocking call yet"
+/* The reason of a call passed because UCX, which its algorithm needs, cannot be set up. */
+#define FR_MPI_NO_UCX "fastreduce has no UCX here"
 
 /* 1 where MPI_Test can complete a served request itself (MPICH's
  * generalized-request poll, lib/api/mpi_nb.c); else only the progress

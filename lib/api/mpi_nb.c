@@ -218,8 +218,9 @@ static fr_status_t start(nb_t *s, fr_comm_t fc, const fr_call_t *call)
 
 /* Why a call that fastreduce could serve blocking goes to the MPI library
  * non-blocking: where nothing would run it without the caller's help, or
- * MPI could not be told it is done, or a rank has no progress thread.
- * Agreed (c->cached->can), so the same on every rank. */
+ * MPI could not be told it is done, or a rank has no progress thread, or
+ * its algorithm needs UCX, which an earlier blocking call found cannot be
+ * set up. Agreed (c->cached), so the same on every rank. */
 static const char *why_not(const fr_mpi_call_t *c, const fr_call_t *call)
 {
     const int can = c->cached->can;
@@ -233,7 +234,9 @@ static const char *why_not(const fr_mpi_call_t *c, const fr_call_t *call)
         return "below MPI_THREAD_MULTIPLE, no grequest poll";
 #endif
     }
-    return can & FR_MPI_HAS_THREAD ? NULL : "no progress thread on some rank";
+    if (!(can & FR_MPI_HAS_THREAD)) return "no progress thread on some rank";
+    /* (a blocking call found it, alike on every rank: the request would fail) */
+    return c->cached->no_ucx && fr_call_needs_ucx(c->fc, call) ? FR_MPI_NO_UCX : NULL;
 }
 
 int FR_Request_get_status(MPI_Request request, int *flag, MPI_Status *status)

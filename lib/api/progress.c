@@ -201,13 +201,18 @@ static void run_head(struct fr_prog *P, struct fr_comm *comm)
  * and the first set-up of UCX or NCCL. With @p ahead, decided before the
  * communicator's earlier requests ran: a set-up is counted whenever the
  * algorithm needs it, as whether it is done by then differs between ranks. */
+static const fr_alg_t *chosen(struct fr_comm *comm, const fr_call_t *call)
+{
+    fr_call_t c = *call;
+    int rule;
+    return fr_select_choose(comm, &c, &rule);
+}
+
 static int call_needs_mpi(struct fr_comm *comm, const fr_call_t *call, int ahead)
 {
     if (comm->check) return 1;
     if (call->mem == FR_MEM_CUDA && (ahead || !comm->nccl_state)) return 1;
-    fr_call_t c = *call;
-    int rule;
-    const fr_alg_t *a = fr_select_choose(comm, &c, &rule);
+    const fr_alg_t *a = chosen(comm, call);
     if (a->traits & (FR_ALG_MPI | FR_ALG_VIA_HOST)) return 1;
     return (a->needs & FR_NEEDS_UCX) && (ahead || !comm->ucx_state);
 }
@@ -215,6 +220,11 @@ static int call_needs_mpi(struct fr_comm *comm, const fr_call_t *call, int ahead
 int fr_prog_may_need_mpi(struct fr_comm *comm, const fr_call_t *call)
 {
     return call_needs_mpi(comm, call, 1);
+}
+
+int fr_call_needs_ucx(struct fr_comm *comm, const fr_call_t *call)
+{
+    return (chosen(comm, call)->needs & FR_NEEDS_UCX) != 0;
 }
 
 static int needs_mpi(struct fr_comm *comm, const fr_work_t *w)

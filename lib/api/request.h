@@ -98,6 +98,8 @@ int fr_prog_unprompted(struct fr_comm *comm);
  * interposer's MPI_Iallreduce under MPICH below MPI_THREAD_MULTIPLE is
  * served only then.) */
 int fr_prog_may_need_mpi(struct fr_comm *comm, const fr_call_t *call);
+/* Whether the algorithm the table gives @p call needs UCX. */
+int fr_call_needs_ucx(struct fr_comm *comm, const fr_call_t *call);
 /* Count a caller that will advance a request of @p comm (under the
  * request table's lock, fr_req_lock), so that the communicator is not
  * destroyed under it; fr_prog_release when it is done with it. */

@@ -9,7 +9,8 @@
 # progress thread completes the requests); MPICH's poll serves them at both
 # levels, but below MULTIPLE passes those whose run calls MPI
 # (FASTREDUCE_CHECK=1 here). FASTREDUCE_PROGRESS=caller and
-# FASTREDUCE_DISABLE=1 pass them all, and ranks that differ in thread level
+# FASTREDUCE_DISABLE=1 pass them all, and so does UCX that a blocking call
+# found cannot be set up (under ring); ranks that differ in thread level
 # or FASTREDUCE_PROGRESS, or where one cannot make a thread, agree on it. A
 # user op is always passed.
 # shellcheck shell=bash
@@ -108,6 +109,15 @@ nb_settings() {
     nby=$(nb_rows off MPI "FASTREDUCE_DISABLE=1 " 2)
     ok=0; [ "$rc" = 0 ] && [ "$(nb_result off 2 multiple)" -gt 1000 ] && [ "$nfr" = 0 ] && [ "$nby" = 2 ] && ok=1
     pass_fail $ok "mpi_nb_program np=2 multiple, FASTREDUCE_DISABLE=1: $nfr rows served, $nby non-blocking rows passed as disabled (exit $rc)"
+    # UCX that cannot be set up, under ring (which needs it): once a blocking
+    # MPI_Allreduce found that, MPI_Iallreduce goes to MPI too, rather than
+    # fail in its request; MPI_Ibcast, on shm, is still served
+    nb_launch noucx 2 "${NB_PRE[@]}" FASTREDUCE_STATS=1 FASTREDUCE_UCX_TLS=no_such_transport FASTREDUCE_ALGO=ring \
+        "$NB_PROG" multiple
+    nfr=$(grep -E 'fastreduce STATS iallreduce +fr ' "$NB_DIR/noucx.err" | awk '$(NF - 7) == 2' | wc -l)
+    nby=$(nb_rows noucx MPI "fastreduce has no UCX here " 2)
+    ok=0; [ "$rc" = 0 ] && [ "$(nb_result noucx 2 multiple)" -gt 1000 ] && [ "$nfr" = 0 ] && [ "$nby" = 1 ] && ok=1
+    pass_fail $ok "mpi_nb_program np=2 multiple, no UCX, ring forced: $nfr iallreduce rows served, $nby passed for it (exit $rc)"
 }
 
 # Calls that fail: at their start, and while they run.
