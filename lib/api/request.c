@@ -21,7 +21,12 @@ typedef struct slot {
 static pthread_mutex_t req_lock = PTHREAD_MUTEX_INITIALIZER;
 static slot_t *chunks[MAX_CHUNKS];
 static uint32_t nslots;     /* slots made */
+/* The free list is a queue: a freed slot is taken again only after every
+ * other free one, so a slot's 32-bit generation moves once per thousand
+ * requests at most and a stale handle cannot meet its own generation again
+ * within any run (a stack would wrap one slot after 2^32 requests). */
 static uint32_t free_head;  /* the first free slot + 1, 0: none */
+static uint32_t free_tail;  /* the last free slot + 1, 0: none */
 
 void fr_req_lock(void) { pthread_mutex_lock(&req_lock); }
 void fr_req_unlock(void) { pthread_mutex_unlock(&req_lock); }
@@ -44,10 +49,12 @@ static fr_request_t slot_get(void)
         }
         free_head = nslots + 1;
         nslots += SLOTS_PER_CHUNK;
+        free_tail = nslots;
     }
     uint32_t i = free_head - 1;
     slot_t *s = slot_at(i);
     free_head = s->next_free;
+    if (!free_head) free_tail = 0;
     return ((uint64_t)s->gen << 32) | (uint64_t)(i + 1);
 }
 
@@ -58,8 +65,10 @@ static void slot_put(fr_request_t h)
     slot_t *s = slot_at(i);
     s->w = NULL;
     s->gen = s->gen + 1 ? s->gen + 1 : 1;
-    s->next_free = free_head;
-    free_head = i + 1;
+    s->next_free = 0;
+    if (free_tail) slot_at(free_tail - 1)->next_free = i + 1;
+    else free_head = i + 1;
+    free_tail = i + 1;
 }
 
 static void work_free(fr_work_t *w)

@@ -96,6 +96,23 @@ static void test_null_and_stale(fr_comm_t c)
     wait_ok(&b, "the live request");
     rq_free(&a);
     rq_free(&b);
+    /* A handle is a slot and its 32-bit generation: a freed slot is taken
+     * again only after the others, so that no slot's generation can wrap
+     * back to a stale handle's within a run. (The low half of a handle is
+     * its slot: this looks inside the opaque number on purpose.) */
+    tu_begin("the slot of a completed request is not given out again among the next 1000");
+    int again = 0;
+    for (int k = 0; k < 1000; k++) {
+        float x = 1;
+        fr_request_t h;
+        st = fr_iallreduce(FR_IN_PLACE, &x, 1, FR_FLOAT32, FR_SUM, c, &h);
+        again += st == FR_SUCCESS && (uint32_t)h == (uint32_t)stale;
+        if (st == FR_SUCCESS) st = fr_wait(&h);
+        if (!TU_CHECK(st == FR_SUCCESS && x == (float)tu.size, "request %d: %s, %g", k, tu_status(st), (double)x))
+            break;
+    }
+    TU_CHECK(again == 0, "the stale handle's slot came back %d times", again);
+    refused(stale, "a completed request's copy, 1000 requests later");
 }
 
 /* The handle the next request will most likely get: a freed slot is the
