@@ -8,10 +8,13 @@
 #include "log.h"
 #include "metrics.h"
 
-/* Call-time buckets: 1 us to about 4 s, each 4 times the last. */
+/* Call-time buckets: 1 us to about 4 s, each 4 times the last. The
+ * bounds are written as these strings, each the shortest that reads back
+ * as the bound (%g's six digits would make 1.048576 "1.04858"). */
 #define NBUCKET 12
-static const double bucket_le[NBUCKET] = {1e-6, 4e-6, 1.6e-5, 6.4e-5, 2.56e-4, 1.024e-3, 4.096e-3, 1.6384e-2,
-                                          6.5536e-2, 0.262144, 1.048576, 4.194304};
+static const char *const bucket_le[NBUCKET] = {"1e-06", "4e-06", "1.6e-05", "6.4e-05", "0.000256", "0.001024",
+                                               "0.004096", "0.016384", "0.065536", "0.262144", "1.048576",
+                                               "4.194304"};
 
 typedef struct {
     uint64_t calls, bytes, ns, wait_ns, arrive_ns, queued_ns;
@@ -192,7 +195,7 @@ static void histograms(text_t *t)
                 uint64_t cum = 0;
                 for (int b = 0; b < NBUCKET; b++) {
                     cum += GET(&c->bucket[b]);
-                    put(t, "%s_bucket{%s,le=\"%g\"} %llu\n", name, l, bucket_le[b], (unsigned long long)cum);
+                    put(t, "%s_bucket{%s,le=\"%s\"} %llu\n", name, l, bucket_le[b], (unsigned long long)cum);
                 }
                 cum += GET(&c->bucket[NBUCKET]);
                 put(t, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, l, (unsigned long long)cum);

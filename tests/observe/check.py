@@ -242,6 +242,14 @@ def textfile_test(args, np, work, want, extra):
                calls == {k: c for k, (c, b) in mine.items()}, "%s" % sorted(calls.items()))
         leftovers = glob.glob(os.path.join(work, "m.%d.prom.*.tmp" % r))
         report("np=%d rank %d: no temporary file left" % (np, r), not leftovers, "%s" % leftovers)
+    if np == 2:
+        # (each bound exactly, as the shortest decimal that reads back as it: 4^b us)
+        with open(os.path.join(work, "m.0.prom")) as f:
+            les = re.findall(r'^fastreduce_collective_seconds_bucket\{[^}]*le="([^"]*)"', f.read(), re.M)
+        want_le = [repr(4 ** b / 1e6) for b in range(12)] + ["+Inf"]
+        report("the histogram's bucket bounds are exact", les and all(
+            les[i:i + len(want_le)] == want_le for i in range(0, len(les), len(want_le))),
+            "le labels %s, want %s" % (les[:len(want_le)], want_le))
     dash = os.path.join(args.top, "tools/grafana/check_dashboard.py")
     if np == 2 and os.path.exists(dash):
         p = subprocess.run([sys.executable, dash, os.path.join(args.top, "tools/grafana/fastreduce.json"),
@@ -472,12 +480,24 @@ def main():
     ap.add_argument("--build", required=True)
     ap.add_argument("--mpiexec", required=True)
     ap.add_argument("--top", required=True)
+    ap.add_argument("--only", metavar="STEP,...", help="run these steps alone (the names in main())")
     args = ap.parse_args()
-    for test in (lambda: prometheus_test(args, 2), lambda: prometheus_test(args, 4), lambda: timeline_test(args),
-                 lambda: python_span_test(args), lambda: interposer_test(args), lambda: device_test(args),
-                 lambda: malformed_test(args)):
+    steps = {
+        "prometheus2": lambda: prometheus_test(args, 2),
+        "prometheus4": lambda: prometheus_test(args, 4),
+        "timeline": lambda: timeline_test(args),
+        "python": lambda: python_span_test(args),
+        "interposer": lambda: interposer_test(args),
+        "device": lambda: device_test(args),
+        "malformed": lambda: malformed_test(args),
+    }
+    only = args.only.split(",") if args.only else list(steps)
+    unknown = [n for n in only if n not in steps]
+    if unknown:
+        ap.error("unknown steps %s (of %s)" % (unknown, ", ".join(steps)))
+    for name in only:
         try:
-            test()
+            steps[name]()
         except Exception as e:  # one broken step is a failure, and the others still run
             report("observe step", False, "%s: %s" % (type(e).__name__, e))
     if RESULTS["failed"]:
