@@ -30,20 +30,25 @@ int fr_metrics_parse(const char *text, double interval, fr_metrics_spec_t *out)
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *end = NULL;
         if (!strncmp(tok, "http:", 5)) {
-            /* http:PORT or http:ADDR:PORT (an IPv4 address: 127.0.0.1 keeps the endpoint on the host) */
+            /* http:PORT or http:ADDR:PORT (an IPv4 address: 127.0.0.1 keeps the endpoint on the host);
+             * read into locals, so that a bad entry leaves an earlier good one whole */
             const char *colon = strrchr(tok, ':'), *num = colon + 1;
             long p = strtol(num, &end, 10);
             struct in_addr a;
+            char addr[sizeof out->addr] = "";
             size_t alen = colon > tok + 4 ? (size_t)(colon - (tok + 5)) : 0;
-            if (alen) snprintf(out->addr, sizeof out->addr, "%.*s", (int)alen, tok + 5);
-            if (end == num || *end || p < 1 || p > 65535 || alen >= sizeof out->addr ||
-                (out->addr[0] && inet_pton(AF_INET, out->addr, &a) != 1)) {
+            if (alen) snprintf(addr, sizeof addr, "%.*s", (int)alen, tok + 5);
+            if (end == num || *end || p < 1 || p > 65535 || alen >= sizeof addr ||
+                (addr[0] && inet_pton(AF_INET, addr, &a) != 1)) {
                 FR_WARN(FR_SUB_INIT, "FASTREDUCE_METRICS: '%s' is not http:PORT or http:ADDR:PORT (an IPv4 "
-                        "address, a port of 1 to 65535); no HTTP endpoint", tok);
-                out->addr[0] = '\0';
-            } else {
-                out->port = (int)p;
+                        "address, a port of 1 to 65535); left out", tok);
+                continue;
             }
+            if (out->port)
+                FR_WARN(FR_SUB_INIT, "FASTREDUCE_METRICS: one HTTP endpoint only: '%s' replaces the earlier "
+                        "http: entry", tok);
+            out->port = (int)p;
+            memcpy(out->addr, addr, sizeof addr);
         } else if (!strncmp(tok, "file:", 5) && tok[5]) {
             snprintf(out->file, sizeof out->file, "%s", tok + 5);
         } else {

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -86,6 +87,51 @@ class Job:
 
 def job_ok(rc, out):
     return rc == 0 and " 0 failed" in out and "FAIL" not in out
+
+
+class HeldJob(Job):
+    """A job whose ranks wait, once their calls are made, until release():
+    their metrics' endpoints stay up meanwhile. ready: whether the calls
+    were made (rank 0 wrote the expect file) within 240 s."""
+
+    def __init__(self, args, np, env, job_args, work):
+        self.expect, self.hold = os.path.join(work, "expect"), os.path.join(work, "hold")
+        super().__init__(args, np, env, job_args + ["--expect", self.expect, "--hold", self.hold])
+        deadline = time.time() + 240
+        while not os.path.exists(self.expect) and self.proc.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        self.ready = os.path.exists(self.expect)
+
+    def release(self):
+        open(self.hold, "w").close()
+        return self.finish()
+
+
+def scrape(port):
+    """The text of http://127.0.0.1:PORT/metrics, or the error's words."""
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+            return r.read().decode()
+    except OSError as e:
+        return "error: %s" % e
+
+
+def info_rank(text):
+    """The rank label of fastreduce_info in a scrape, or None."""
+    m = re.search(r'^fastreduce_info\{[^}]*rank="(-?\d+)"', text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def listeners(port):
+    """The IPv4 addresses that a socket listens on at TCP port @port (/proc/net/tcp)."""
+    found = set()
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            w = line.split()
+            addr, p = w[1].split(":")
+            if w[3] == "0A" and int(p, 16) == port:
+                found.add(socket.inet_ntoa(struct.pack("<I", int(addr, 16))))
+    return found
 
 
 def read_expect(path):
@@ -164,17 +210,14 @@ def prometheus_test(args, np):
     work = workdir("fr-observe-np%d-" % np)
     base = free_ports(np)
     prom = Prometheus(work, ["127.0.0.1:%d" % (base + r) for r in range(np)])
-    expect, hold = os.path.join(work, "expect"), os.path.join(work, "hold")
     env = {"FASTREDUCE_METRICS": "http:127.0.0.1:%d,file:%s/m.%%r.prom" % (base, work),
            "FASTREDUCE_METRICS_INTERVAL": "1"}
-    job = Job(args, np, env, ["--calls", "20", "--failures", "--expect", expect, "--hold", hold])
+    job = None
     try:
-        deadline = time.time() + 240
-        while not os.path.exists(expect) and job.proc.poll() is None and time.time() < deadline:
-            time.sleep(0.2)
-        if not report("np=%d: the job made its calls" % np, os.path.exists(expect), "no %s" % expect):
+        job = HeldJob(args, np, env, ["--calls", "20", "--failures"], work)
+        if not report("np=%d: the job made its calls" % np, job.ready, "no %s" % job.expect):
             return
-        want, failed, extra = read_expect(expect)
+        want, failed, extra = read_expect(job.expect)
         # every rank makes the same calls (but the extras): Prometheus sums them
         everyone = {k: (np * c, np * b) for k, (c, b) in want.items()}
         for r in extra:
@@ -213,8 +256,7 @@ def prometheus_test(args, np):
             for k in sorted(got):
                 print("    %-10s %-20s %d" % (k[0], k[1], got[k]))
     finally:
-        open(hold, "w").close()
-        rc, out = job.finish()
+        rc, out = job.release() if job else (-1, "")
         prom.stop()
     report("np=%d: the job passed" % np, job_ok(rc, out), "exit %d:\n%s" % (rc, out[-3000:]))
     textfile_test(args, np, work, want, extra)
@@ -444,6 +486,29 @@ def interposer_test(args):
             p.stderr[-1500:]))
 
 
+def http_entries_test(args):
+    """A bad http: entry leaves a good one before it whole; a later good one
+    replaces it whole."""
+    p0 = free_ports(2)
+    cases = [("a bad entry after a good one", "http:127.0.0.1:%d,http:x" % p0, [], p0, {"127.0.0.1"},
+              "'http:x' is not http:PORT"),
+             ("a good entry after another", "http:127.0.0.1:%d,http:%d" % (p0, p0 + 1), [], p0 + 1, {"0.0.0.0"},
+              "replaces the earlier http: entry")]
+    for name, spec, extra, port, addrs, warning in cases:
+        work = workdir("fr-observe-http-")
+        job = HeldJob(args, 1, {"FASTREDUCE_METRICS": spec}, ["--calls", "1"] + extra, work)
+        try:
+            where = {q: listeners(q) for q in (p0, p0 + 1)} if job.ready else {}
+            rank = info_rank(scrape(port)) if job.ready else None
+        finally:
+            rc, out = job.release()
+        want = {q: addrs if q == port else set() for q in (p0, p0 + 1)}
+        report("HTTP (%s): %s serves /metrics on %s:%d alone" % (name, spec, "/".join(sorted(addrs)), port),
+               job_ok(rc, out) and where == want and rank == 0 and warning in out,
+               "listening %s, want %s; rank in the scrape %s; warning '%s' %s\nexit %d:\n%s" % (
+                   where, want, rank, warning, "found" if warning in out else "missing", rc, out[-2000:]))
+
+
 def malformed_test(args):
     """Bad settings warn and the job runs on without the output."""
     work = workdir("fr-observe-bad-")
@@ -485,6 +550,7 @@ def main():
     steps = {
         "prometheus2": lambda: prometheus_test(args, 2),
         "prometheus4": lambda: prometheus_test(args, 4),
+        "http_entries": lambda: http_entries_test(args),
         "timeline": lambda: timeline_test(args),
         "python": lambda: python_span_test(args),
         "interposer": lambda: interposer_test(args),
