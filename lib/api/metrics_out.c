@@ -154,6 +154,13 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     return q;
 }
 
+/* libmicrohttpd's last message from the thread that starts the daemon,
+ * while it does: the reason the warning gives when the start fails (errno
+ * is not always set by what failed). */
+static char start_msg[256];
+static pthread_t starter;
+static int starting;
+
 /* libmicrohttpd's own messages, at INFO: the warning below says what failed. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
@@ -161,6 +168,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     char msg[256];
     vsnprintf(msg, sizeof msg, fmt, ap);
     msg[strcspn(msg, "\n")] = '\0';
+    if (__atomic_load_n(&starting, __ATOMIC_RELAXED) && pthread_equal(pthread_self(), starter))
+        memcpy(start_msg, msg, sizeof msg);
     FR_INFO(FR_SUB_INIT, "libmicrohttpd: %s", msg);
 }
 
@@ -175,14 +184,21 @@ void fr_metrics_http_start(const char *addr, int port, int host_rank)
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p)};
     sa.sin_addr.s_addr = htonl(INADDR_ANY);
     if (addr && *addr) inet_pton(AF_INET, addr, &sa.sin_addr);   /* (checked by fr_metrics_parse) */
+    /* MHD_USE_AUTO: epoll or poll, not select(), which fails once the
+     * process has FD_SETSIZE (1024) descriptors open */
     errno = 0;
-    daemon_h = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, (uint16_t)p, NULL, NULL,
+    start_msg[0] = '\0';
+    starter = pthread_self();
+    __atomic_store_n(&starting, 1, __ATOMIC_RELAXED);
+    daemon_h = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, (uint16_t)p, NULL, NULL,
                                 answer, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                                 MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+    int err = errno;
+    __atomic_store_n(&starting, 0, __ATOMIC_RELAXED);
     if (!daemon_h) {
         FR_WARN(FR_SUB_INIT, "FASTREDUCE_METRICS: cannot serve HTTP on port %d (%s); no HTTP endpoint", p,
-                errno ? strerror(errno) : "in use, or not allowed");
+                start_msg[0] ? start_msg : err ? strerror(err) : "libmicrohttpd gave no reason");
         return;
     }
     daemon_pid = getpid();

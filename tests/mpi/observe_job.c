@@ -20,11 +20,16 @@
  * (rank 1's late call, where it found what it needed); with --hold FILE every rank waits (at most 120 s) until FILE
  * exists, so that the metrics' endpoints stay up to be scraped.
  *
+ * Before all that, for the tests of the observations' edges:
+ *   --fds N        N more descriptors open (the soft limit raised to fit)
+ *
  * Prints "observe_job np=N: X passed, Y failed".
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include "forced.h"
 #include "testutil.h"
@@ -159,29 +164,46 @@ static void failures(long *mism, long *tmo)
     *tmo = all[1];
 }
 
+/* @p n more open descriptors, so that the library's own come past 1024. */
+static void open_fds(int n)
+{
+    struct rlimit rl;
+    tu_begin("%d descriptors open", n);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)n + 256) {
+        rl.rlim_cur = rl.rlim_max < (rlim_t)n + 256 ? rl.rlim_max : (rlim_t)n + 256;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    int ok = 0;
+    for (int i = 0; i < n; i++) ok += open("/dev/null", O_RDONLY) >= 0;
+    TU_CHECK(ok == n, "%d of %d opened", ok, n);
+}
+
 int main(int argc, char **argv)
 {
     const char *expect = NULL, *hold = NULL;
     long calls = 50;
-    int fail = 0;
+    int fail = 0, fds = 0;
     long mism = 0, tmo = 0;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--failures")) fail = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--failures")) {
-            i--;
+    for (int i = 1; i < argc; i++) {
+        int *flag = !strcmp(argv[i], "--failures") ? &fail : NULL;
+        if (flag) {
+            *flag = 1;
             continue;
         }
-        if (!strcmp(argv[i], "--calls")) calls = atol(argv[i + 1]);
+        if (i + 1 == argc) break;
+        if (!strcmp(argv[i], "--fds")) fds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--calls")) calls = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--late")) late = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--every")) every = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--sleep-ms")) sleep_ms = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--expect")) expect = argv[i + 1];
         else if (!strcmp(argv[i], "--hold")) hold = argv[i + 1];
+        i++;
     }
     if (every < 1) every = 1;
     MPI_Init(&argc, &argv);
     tu_init("observe_job");
+    if (fds > 0) open_fds(fds);
     const fr_alg_t *algs[TU_MAX_FORCED];
     for (int coll = FR_COLL_ALLREDUCE; coll <= FR_COLL_BCAST; coll++) {
         int n = tu_forced("observe_job", (fr_coll_t)coll, 0, algs);

@@ -488,12 +488,18 @@ def interposer_test(args):
 
 def http_entries_test(args):
     """A bad http: entry leaves a good one before it whole; a later good one
-    replaces it whole."""
+    replaces it whole; and the endpoint serves past 1024 open descriptors."""
     p0 = free_ports(2)
     cases = [("a bad entry after a good one", "http:127.0.0.1:%d,http:x" % p0, [], p0, {"127.0.0.1"},
               "'http:x' is not http:PORT"),
              ("a good entry after another", "http:127.0.0.1:%d,http:%d" % (p0, p0 + 1), [], p0 + 1, {"0.0.0.0"},
               "replaces the earlier http: entry")]
+    import resource
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[1] >= 1400:
+        cases.append(("1100 more descriptors open", "http:127.0.0.1:%d" % p0, ["--fds", "1100"], p0,
+                      {"127.0.0.1"}, ""))
+    else:
+        print("SKIP HTTP past 1024 descriptors: the hard limit of open files is under 1400")
     for name, spec, extra, port, addrs, warning in cases:
         work = workdir("fr-observe-http-")
         job = HeldJob(args, 1, {"FASTREDUCE_METRICS": spec}, ["--calls", "1"] + extra, work)
