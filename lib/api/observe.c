@@ -13,6 +13,7 @@
 #include "registry.h"
 #include "settings.h"
 #include "timeline.h"
+#include "timeline_json.h"
 
 /* What a communicator's observation holds (comm->obs). */
 struct fr_observe {
@@ -205,8 +206,9 @@ void fr_span_begin(const char *name)
         lost++;   /* (too deep: its end is matched and dropped) */
         return;
     }
-    /* (copied: a program may free or reuse the name before the span ends) */
-    snprintf(spans[nspans].name, sizeof spans[nspans].name, "%s", name ? name : "span");
+    /* (copied: a program may free or reuse the name before the span ends;
+     * cut between two characters, not inside one) */
+    fr_tl_json_safe(name ? name : "span", spans[nspans].name, sizeof spans[nspans].name);
     spans[nspans].t0 = fr_now_ns();
     nspans++;
 }

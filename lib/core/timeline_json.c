@@ -16,11 +16,36 @@ size_t fr_tl_rec_size(const fr_tl_rec_t *r)
     return offsetof(fr_tl_rec_t, rec.ph) + (size_t)r->rec.nph * sizeof r->rec.ph[0];
 }
 
+/* The length of the well-formed UTF-8 character at @p s (RFC 3629: no
+ * overlong forms, surrogates or code points past U+10FFFF), or 0. */
+static size_t utf8_char(const unsigned char *s)
+{
+    size_t n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+             : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+    unsigned char lo = s[0] == 0xe0 ? 0xa0 : s[0] == 0xf0 ? 0x90 : 0x80;
+    unsigned char hi = s[0] == 0xed ? 0x9f : s[0] == 0xf4 ? 0x8f : 0xbf;
+    if (n && (s[1] < lo || s[1] > hi)) return 0;
+    for (size_t i = 2; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    return n;
+}
+
 void fr_tl_json_safe(const char *in, char *out, size_t len)
 {
+    static const char bad[] = "\xef\xbf\xbd";   /* U+FFFD, for a byte that starts no character */
+    const unsigned char *p = (const unsigned char *)in;
     size_t o = 0;
-    for (const char *p = in; *p && o + 1 < len; p++)
-        out[o++] = ((unsigned char)*p >= 0x20 && *p != '"' && *p != '\\') ? *p : '_';
+    while (*p && o + 1 < len) {
+        size_t n = *p < 0x80 ? 1 : utf8_char(p);
+        const char *c = n ? (const char *)p : bad;
+        size_t w = n ? n : sizeof bad - 1;
+        /* (a character that does not fit is left out whole: half of one makes the file unreadable) */
+        if (o + w >= len) break;
+        if (n == 1 && (*p < 0x20 || *p == '"' || *p == '\\')) out[o] = '_';
+        else memcpy(out + o, c, w);
+        o += w;
+        p += n ? n : 1;
+    }
     out[o] = '\0';
 }
 

@@ -21,7 +21,10 @@ typedef struct fr_tl_rec {
 size_t fr_tl_rec_size(const fr_tl_rec_t *r);
 /* Write @p r's events to @p f for rank @p rank. */
 void fr_tl_write(FILE *f, int rank, const fr_tl_rec_t *r);
-/* @p in with the characters JSON would need escaped replaced by '_'. */
+/* @p in as the inside of a JSON string: the characters JSON would need
+ * escaped replaced by '_', bytes that are not UTF-8 by U+FFFD, and cut on
+ * a character's boundary to fit @p len (a file with half a character in
+ * it is not JSON that readers accept). */
 void fr_tl_json_safe(const char *in, char *out, size_t len);
 
 #endif

@@ -22,6 +22,10 @@
  *
  * Before all that, for the tests of the observations' edges:
  *   --fds N        N more descriptors open (the soft limit raised to fit)
+ *   --spans        spans named with UTF-8 cut at the name's limit and with
+ *                  bytes that are not UTF-8
+ * (--spans on a communicator made for it: the timeline starts with the
+ * process's first communicator)
  *
  * Prints "observe_job np=N: X passed, Y failed".
  */
@@ -178,14 +182,31 @@ static void open_fds(int n)
     TU_CHECK(ok == n, "%d of %d opened", ok, n);
 }
 
+/* Spans whose names the timeline must cut or mend. */
+static void spans(void)
+{
+    fr_comm_t c;
+    tu_begin("spans of odd names");
+    if (!TU_CHECK(fr_comm_create(MPI_COMM_WORLD, NULL, &c) == FR_SUCCESS, "fr_comm_create: %s", fr_last_error()))
+        return;
+    /* 46 bytes and a 3-byte character: a cut at 47 bytes would split it */
+    fr_span_begin("0123456789012345678901234567890123456789012345\xe2\x82\xac");
+    fr_span_end();
+    fr_span_begin("bad \xff\xfe bytes \xc3\xa9");
+    fr_span_end();
+    TU_CHECK(fr_comm_destroy(c) == FR_SUCCESS, "fr_comm_destroy: %s", fr_last_error());
+}
+
 int main(int argc, char **argv)
 {
     const char *expect = NULL, *hold = NULL;
     long calls = 50;
     int fail = 0, fds = 0;
+    int odd_spans = 0;
     long mism = 0, tmo = 0;
     for (int i = 1; i < argc; i++) {
         int *flag = !strcmp(argv[i], "--failures") ? &fail : NULL;
+        if (!strcmp(argv[i], "--spans")) flag = &odd_spans;
         if (flag) {
             *flag = 1;
             continue;
@@ -204,6 +225,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     tu_init("observe_job");
     if (fds > 0) open_fds(fds);
+    if (odd_spans) spans();
     const fr_alg_t *algs[TU_MAX_FORCED];
     for (int coll = FR_COLL_ALLREDUCE; coll <= FR_COLL_BCAST; coll++) {
         int n = tu_forced("observe_job", (fr_coll_t)coll, 0, algs);

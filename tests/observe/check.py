@@ -486,6 +486,28 @@ def interposer_test(args):
             p.stderr[-1500:]))
 
 
+def timeline_edges_test(args):
+    """The timeline where a span's name is cut inside a character or is not
+    UTF-8."""
+    np, work = 2, workdir("fr-observe-edges-")
+    env = {"FASTREDUCE_TIMELINE": os.path.join(work, "t.%r.json")}
+    rc, out = Job(args, np, env, ["--calls", "1", "--spans"]).finish()
+    report("timeline edges: the job passed", job_ok(rc, out), "exit %d:\n%s" % (rc, out[-3000:]))
+    evs = {}
+    try:
+        for r in range(np):
+            with open(os.path.join(work, "t.%d.json" % r), encoding="utf-8") as f:
+                evs[r] = json.load(f)
+    except (OSError, ValueError) as e:
+        report("timeline edges: each rank's file is JSON in UTF-8", False, "%s: %s" % (type(e).__name__, e))
+        return
+    report("timeline edges: each rank's file is JSON in UTF-8", True)
+    want = sorted(["0123456789012345678901234567890123456789012345", "bad \ufffd\ufffd bytes \u00e9"])
+    names = {r: sorted({e["name"] for e in ev if e.get("cat") == "span"} - {"burst", "work"}) for r, ev in evs.items()}
+    report("timeline edges: span names are cut between characters, and bytes not UTF-8 are U+FFFD",
+           all(n == want for n in names.values()), "names %s, want %s" % (names, want))
+
+
 def http_entries_test(args):
     """A bad http: entry leaves a good one before it whole; a later good one
     replaces it whole; and the endpoint serves past 1024 open descriptors."""
@@ -558,6 +580,7 @@ def main():
         "prometheus4": lambda: prometheus_test(args, 4),
         "http_entries": lambda: http_entries_test(args),
         "timeline": lambda: timeline_test(args),
+        "edges": lambda: timeline_edges_test(args),
         "python": lambda: python_span_test(args),
         "interposer": lambda: interposer_test(args),
         "device": lambda: device_test(args),
