@@ -18,6 +18,8 @@
 
 static FILE *tl;
 static int tl_rank;
+/* (taken in this order where more than one is held: drain, ring, file) */
+static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;  /* one drainer at a time: the thread, or a caller */
 static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;   /* the file and the named threads */
 static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ring_cond = PTHREAD_COND_INITIALIZER;
@@ -73,18 +75,17 @@ static void write_rec(const fr_tl_rec_t *r)
  * that is killed leaves all but its last moments. */
 static void drain(void)
 {
-    /* (one drainer at a time: the thread, or a caller flushing) */
-    static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&drain_lock);
     pthread_mutex_lock(&ring_lock);
     unsigned long from = tail, to = head;
+    const fr_tl_rec_t *rg = ring;   /* (freed only under drain_lock) */
     pthread_mutex_unlock(&ring_lock);
-    if (from == to) {
+    if (from == to || !rg) {
         pthread_mutex_unlock(&drain_lock);
         return;
     }
     /* (producers write only at head, outside [from, to)) */
-    for (unsigned long i = from; i < to; i++) write_rec(&ring[i % RING]);
+    for (unsigned long i = from; i < to; i++) write_rec(&rg[i % RING]);
     pthread_mutex_lock(&ring_lock);
     tail = to;
     pthread_mutex_unlock(&ring_lock);
@@ -235,6 +236,13 @@ void fr_timeline_close(void)
     fclose(tl);
     tl = NULL;
     pthread_mutex_unlock(&file_lock);
-    free(ring);
+    /* (a thread still running at exit may be copying into the ring, or
+     * draining it: taken away under both locks before it is freed) */
+    pthread_mutex_lock(&drain_lock);
+    pthread_mutex_lock(&ring_lock);
+    fr_tl_rec_t *r = ring;
     ring = NULL;
+    pthread_mutex_unlock(&ring_lock);
+    pthread_mutex_unlock(&drain_lock);
+    free(r);
 }
