@@ -124,6 +124,40 @@ static void put(const fr_tl_rec_t *r)
     write_rec(r);
 }
 
+/* fork(): the child has a copy of the file's buffer and of the ring, and
+ * the exit() of a child that never execs would write the buffer into the
+ * file again. The buffer is flushed before the fork, with every lock
+ * held so that nothing is half written, and the child drops its copies. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&drain_lock);
+    pthread_mutex_lock(&ring_lock);
+    pthread_mutex_lock(&file_lock);
+    if (tl) fflush(tl);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&file_lock);
+    pthread_mutex_unlock(&ring_lock);
+    pthread_mutex_unlock(&drain_lock);
+}
+
+static void fork_child(void)
+{
+    if (tl) {
+        /* (its fd closed first: fclose cannot write what might be left) */
+        close(fileno(tl));
+        fclose(tl);
+        tl = NULL;
+    }
+    free(ring);   /* (its writer thread is not in the child) */
+    ring = NULL;
+    fork_parent();
+}
+
+static void at_fork(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
 int fr_timeline_open(const char *pattern, int rank, const char *host)
 {
     char path[1024];
@@ -146,6 +180,8 @@ int fr_timeline_open(const char *pattern, int rank, const char *host)
     fprintf(f, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}},\n",
             rank, rank);
     fflush(f);
+    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+    pthread_once(&fork_once, at_fork);
     pthread_mutex_lock(&file_lock);
     tl_rank = rank;
     tl_pid = getpid();

@@ -24,6 +24,8 @@
  *   --fds N        N more descriptors open (the soft limit raised to fit)
  *   --spans        spans named with UTF-8 cut at the name's limit and with
  *                  bytes that are not UTF-8
+ *   --fork         a new communicator (its clock's event the last written),
+ *                  then at once a child forked that calls exit(0)
  * (--spans on a communicator made for it: the timeline starts with the
  * process's first communicator)
  *
@@ -34,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "forced.h"
 #include "testutil.h"
@@ -197,16 +200,32 @@ static void spans(void)
     TU_CHECK(fr_comm_destroy(c) == FR_SUCCESS, "fr_comm_destroy: %s", fr_last_error());
 }
 
+/* A child forked just after a communicator was made, which exits. */
+static void fork_exit(void)
+{
+    fr_comm_t c;
+    tu_begin("a forked child that calls exit()");
+    if (!TU_CHECK(fr_comm_create(MPI_COMM_WORLD, NULL, &c) == FR_SUCCESS, "fr_comm_create: %s", fr_last_error()))
+        return;
+    pid_t p = fork();
+    if (p == 0) exit(0);
+    int status = -1;
+    TU_CHECK(p > 0 && waitpid(p, &status, 0) == p && WIFEXITED(status), "fork: child %d, status %d", (int)p, status);
+    TU_CHECK(fr_comm_destroy(c) == FR_SUCCESS, "fr_comm_destroy: %s", fr_last_error());
+}
+
 int main(int argc, char **argv)
 {
     const char *expect = NULL, *hold = NULL;
     long calls = 50;
     int fail = 0, fds = 0;
     int odd_spans = 0;
+    int forks = 0;
     long mism = 0, tmo = 0;
     for (int i = 1; i < argc; i++) {
         int *flag = !strcmp(argv[i], "--failures") ? &fail : NULL;
         if (!strcmp(argv[i], "--spans")) flag = &odd_spans;
+        if (!strcmp(argv[i], "--fork")) flag = &forks;
         if (flag) {
             *flag = 1;
             continue;
@@ -226,6 +245,7 @@ int main(int argc, char **argv)
     tu_init("observe_job");
     if (fds > 0) open_fds(fds);
     if (odd_spans) spans();
+    if (forks) fork_exit();
     const fr_alg_t *algs[TU_MAX_FORCED];
     for (int coll = FR_COLL_ALLREDUCE; coll <= FR_COLL_BCAST; coll++) {
         int n = tu_forced("observe_job", (fr_coll_t)coll, 0, algs);

@@ -488,10 +488,11 @@ def interposer_test(args):
 
 def timeline_edges_test(args):
     """The timeline where a span's name is cut inside a character or is not
-    UTF-8."""
+    UTF-8, and where a child forked while the file's buffer holds events
+    calls exit()."""
     np, work = 2, workdir("fr-observe-edges-")
     env = {"FASTREDUCE_TIMELINE": os.path.join(work, "t.%r.json")}
-    rc, out = Job(args, np, env, ["--calls", "1", "--spans"]).finish()
+    rc, out = Job(args, np, env, ["--calls", "1", "--spans", "--fork"]).finish()
     report("timeline edges: the job passed", job_ok(rc, out), "exit %d:\n%s" % (rc, out[-3000:]))
     evs = {}
     try:
@@ -503,9 +504,21 @@ def timeline_edges_test(args):
         return
     report("timeline edges: each rank's file is JSON in UTF-8", True)
     want = sorted(["0123456789012345678901234567890123456789012345", "bad \ufffd\ufffd bytes \u00e9"])
-    names = {r: sorted({e["name"] for e in ev if e.get("cat") == "span"} - {"burst", "work"}) for r, ev in evs.items()}
+    names = {r: sorted({e["name"] for e in ev if e.get("cat") == "span"} - {"work"}) for r, ev in evs.items()}
     report("timeline edges: span names are cut between characters, and bytes not UTF-8 are U+FFFD",
            all(n == want for n in names.values()), "names %s, want %s" % (names, want))
+    dups, clocks = {}, {}
+    for r, ev in evs.items():
+        seen = {}
+        for e in ev:
+            k = json.dumps(e, sort_keys=True)
+            seen[k] = seen.get(k, 0) + 1
+        dups[r] = sum(n - 1 for n in seen.values())
+        keys = [e["args"]["comm"] for e in ev if e["name"] == "fastreduce_clock"]
+        clocks[r] = len(keys) - len(set(keys))
+    report("timeline edges: a forked child's exit() writes nothing into the parent's file",
+           all(dups[r] == 0 and clocks[r] == 0 for r in evs),
+           "events written twice %s, clock events written twice %s" % (dups, clocks))
 
 
 def http_entries_test(args):
