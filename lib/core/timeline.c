@@ -212,6 +212,9 @@ void fr_timeline_clock(int64_t offset_ns, uint64_t uncertainty_ns, const char *c
         fprintf(tl, "{\"name\":\"fastreduce_clock\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"offset_us\":%.3f,"
                 "\"uncertainty_us\":%.3f,\"comm\":\"%s\",\"reference_rank\":%d}},\n",
                 tl_rank, (double)offset_ns / 1e3, (double)uncertainty_ns / 1e3, comm_key, ref_rank);
+    /* (flushed now: the writer thread flushes only after records, and a
+     * rank killed before its next record would lose the event) */
+    if (tl) fflush(tl);
     pthread_mutex_unlock(&file_lock);
 }
 
@@ -244,7 +247,10 @@ void fr_timeline_thread_name(const char *name)
 {
     long tid = my_tid();
     pthread_mutex_lock(&file_lock);
-    if (tl) name_thread(tid, name);
+    if (tl) {
+        name_thread(tid, name);
+        fflush(tl);   /* (as the clock's event) */
+    }
     pthread_mutex_unlock(&file_lock);
 }
 

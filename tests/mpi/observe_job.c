@@ -26,6 +26,7 @@
  *                  bytes that are not UTF-8
  *   --fork         a new communicator (its clock's event the last written),
  *                  then at once a child forked that calls exit(0)
+ *   --kill         a communicator made, 1 s asleep, then SIGKILL
  * (--spans on a communicator made for it: the timeline starts with the
  * process's first communicator)
  *
@@ -214,6 +215,15 @@ static void fork_exit(void)
     TU_CHECK(fr_comm_destroy(c) == FR_SUCCESS, "fr_comm_destroy: %s", fr_last_error());
 }
 
+/* A rank killed a second after its communicator was made. */
+static void kill_self(void)
+{
+    fr_comm_t c;
+    if (fr_comm_create(MPI_COMM_WORLD, NULL, &c) != FR_SUCCESS) return;
+    sleep(1);
+    raise(SIGKILL);
+}
+
 int main(int argc, char **argv)
 {
     const char *expect = NULL, *hold = NULL;
@@ -221,11 +231,13 @@ int main(int argc, char **argv)
     int fail = 0, fds = 0;
     int odd_spans = 0;
     int forks = 0;
+    int kills = 0;
     long mism = 0, tmo = 0;
     for (int i = 1; i < argc; i++) {
         int *flag = !strcmp(argv[i], "--failures") ? &fail : NULL;
         if (!strcmp(argv[i], "--spans")) flag = &odd_spans;
         if (!strcmp(argv[i], "--fork")) flag = &forks;
+        if (!strcmp(argv[i], "--kill")) flag = &kills;
         if (flag) {
             *flag = 1;
             continue;
@@ -244,6 +256,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     tu_init("observe_job");
     if (fds > 0) open_fds(fds);
+    if (kills) kill_self();
     if (odd_spans) spans();
     if (forks) fork_exit();
     const fr_alg_t *algs[TU_MAX_FORCED];

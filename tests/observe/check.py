@@ -521,6 +521,23 @@ def timeline_edges_test(args):
            "events written twice %s, clock events written twice %s" % (dups, clocks))
 
 
+def killed_test(args):
+    """A rank killed before its first call keeps its clock's event."""
+    np, work = 2, workdir("fr-observe-kill-")
+    env = {"FASTREDUCE_TIMELINE": os.path.join(work, "t.%r.json")}
+    rc, out = Job(args, np, env, ["--kill"]).finish()
+    found = {}
+    for r in range(np):
+        try:
+            with open(os.path.join(work, "t.%d.json" % r), encoding="utf-8") as f:
+                body = f.read().strip().rstrip(",")
+            found[r] = sum(1 for e in json.loads(body + "\n]") if e["name"] == "fastreduce_clock")
+        except (OSError, ValueError) as e:
+            found[r] = "%s: %s" % (type(e).__name__, e)
+    report("killed rank: the clock's event is in the file of a rank killed before its first call",
+           rc != 0 and all(n == 1 for n in found.values()), "exit %d, clock events %s\n%s" % (rc, found, out[-1500:]))
+
+
 def http_entries_test(args):
     """A bad http: entry leaves a good one before it whole; a later good one
     replaces it whole; and the endpoint serves past 1024 open descriptors."""
@@ -594,6 +611,7 @@ def main():
         "http_entries": lambda: http_entries_test(args),
         "timeline": lambda: timeline_test(args),
         "edges": lambda: timeline_edges_test(args),
+        "killed": lambda: killed_test(args),
         "python": lambda: python_span_test(args),
         "interposer": lambda: interposer_test(args),
         "device": lambda: device_test(args),
