@@ -30,7 +30,9 @@ static pthread_t writer;
 static pid_t writer_pid;           /* the process whose thread it is (not a forked child's) */
 static pid_t tl_pid;               /* the process that opened the file */
 
-/* The threads named so far, so that each gets its metadata event once. */
+/* The threads named so far, so that each gets its metadata event once.
+ * Once the table is full, threads not in it get no default name (the
+ * viewers show their tid): naming them would write an event per record. */
 #define MAX_THREADS 64
 static long named[MAX_THREADS];
 static int nnamed;
@@ -45,12 +47,16 @@ static long my_tid(void)
 /* The thread's metadata event, once (file lock held). */
 static void name_thread(long tid, const char *name)
 {
-    for (int i = 0; i < nnamed; i++)
+    int i;
+    for (i = 0; i < nnamed; i++)
         if (named[i] == tid) {
             if (!name) return;
             break;   /* (renamed: written again) */
         }
-    if (nnamed < MAX_THREADS) named[nnamed++] = tid;
+    if (i == nnamed) {
+        if (nnamed == MAX_THREADS && !name) return;
+        if (nnamed < MAX_THREADS) named[nnamed++] = tid;
+    }
     char dflt[32];
     if (!name) {
         snprintf(dflt, sizeof dflt, tid == (long)getpid() ? "main" : "thread %ld", tid);

@@ -23,7 +23,8 @@
  * Before all that, for the tests of the observations' edges:
  *   --fds N        N more descriptors open (the soft limit raised to fit)
  *   --spans        spans named with UTF-8 cut at the name's limit and with
- *                  bytes that are not UTF-8
+ *                  bytes that are not UTF-8, then --threads N threads one
+ *                  after another, of 3 "work" spans each
  *   --fork         a new communicator (its clock's event the last written),
  *                  then at once a child forked that calls exit(0)
  *   --kill         a communicator made, 1 s asleep, then SIGKILL
@@ -33,6 +34,7 @@
  * Prints "observe_job np=N: X passed, Y failed".
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,11 +188,21 @@ static void open_fds(int n)
     TU_CHECK(ok == n, "%d of %d opened", ok, n);
 }
 
-/* Spans whose names the timeline must cut or mend. */
-static void spans(void)
+static void *work_spans(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 3; i++) {
+        fr_span_begin("work");
+        fr_span_end();
+    }
+    return NULL;
+}
+
+/* Spans whose names the timeline must cut or mend, then @p threads threads. */
+static void spans(int threads)
 {
     fr_comm_t c;
-    tu_begin("spans of odd names");
+    tu_begin("spans of odd names, %d threads", threads);
     if (!TU_CHECK(fr_comm_create(MPI_COMM_WORLD, NULL, &c) == FR_SUCCESS, "fr_comm_create: %s", fr_last_error()))
         return;
     /* 46 bytes and a 3-byte character: a cut at 47 bytes would split it */
@@ -198,6 +210,11 @@ static void spans(void)
     fr_span_end();
     fr_span_begin("bad \xff\xfe bytes \xc3\xa9");
     fr_span_end();
+    for (int i = 0; i < threads; i++) {
+        pthread_t t;
+        if (!TU_CHECK(pthread_create(&t, NULL, work_spans, NULL) == 0, "thread %d", i)) break;
+        pthread_join(t, NULL);
+    }
     TU_CHECK(fr_comm_destroy(c) == FR_SUCCESS, "fr_comm_destroy: %s", fr_last_error());
 }
 
@@ -230,6 +247,7 @@ int main(int argc, char **argv)
     long calls = 50;
     int fail = 0, fds = 0;
     int odd_spans = 0;
+    int threads = 0;
     int forks = 0;
     int kills = 0;
     long mism = 0, tmo = 0;
@@ -244,6 +262,7 @@ int main(int argc, char **argv)
         }
         if (i + 1 == argc) break;
         if (!strcmp(argv[i], "--fds")) fds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--calls")) calls = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--late")) late = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--every")) every = atoi(argv[i + 1]);
@@ -257,7 +276,7 @@ int main(int argc, char **argv)
     tu_init("observe_job");
     if (fds > 0) open_fds(fds);
     if (kills) kill_self();
-    if (odd_spans) spans();
+    if (odd_spans) spans(threads);
     if (forks) fork_exit();
     const fr_alg_t *algs[TU_MAX_FORCED];
     for (int coll = FR_COLL_ALLREDUCE; coll <= FR_COLL_BCAST; coll++) {

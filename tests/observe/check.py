@@ -488,11 +488,11 @@ def interposer_test(args):
 
 def timeline_edges_test(args):
     """The timeline where a span's name is cut inside a character or is not
-    UTF-8, and where a child forked while the file's buffer holds events
-    calls exit()."""
+    UTF-8, where more than 64 threads write, and where a child forked while
+    the file's buffer holds events calls exit()."""
     np, work = 2, workdir("fr-observe-edges-")
     env = {"FASTREDUCE_TIMELINE": os.path.join(work, "t.%r.json")}
-    rc, out = Job(args, np, env, ["--calls", "1", "--spans", "--fork"]).finish()
+    rc, out = Job(args, np, env, ["--calls", "1", "--spans", "--threads", "70", "--fork"]).finish()
     report("timeline edges: the job passed", job_ok(rc, out), "exit %d:\n%s" % (rc, out[-3000:]))
     evs = {}
     try:
@@ -507,10 +507,22 @@ def timeline_edges_test(args):
     names = {r: sorted({e["name"] for e in ev if e.get("cat") == "span"} - {"work"}) for r, ev in evs.items()}
     report("timeline edges: span names are cut between characters, and bytes not UTF-8 are U+FFFD",
            all(n == want for n in names.values()), "names %s, want %s" % (names, want))
+    named, works = {}, {}
+    for r, ev in evs.items():
+        per_tid = {}
+        for e in ev:
+            if e["name"] == "thread_name":
+                per_tid[e["tid"]] = per_tid.get(e["tid"], 0) + 1
+        named[r] = max(per_tid.values(), default=0)
+        works[r] = sum(1 for e in ev if e.get("cat") == "span" and e["name"] == "work")
+    report("timeline edges: past 64 threads, a thread's name is written once at most",
+           all(named[r] == 1 and works[r] == 70 * 3 for r in evs),
+           "most thread_name events of one thread %s, work spans %s (want 210)" % (named, works))
     dups, clocks = {}, {}
     for r, ev in evs.items():
         seen = {}
-        for e in ev:
+        # (a thread's names are the check above's)
+        for e in (e for e in ev if e["name"] != "thread_name"):
             k = json.dumps(e, sort_keys=True)
             seen[k] = seen.get(k, 0) + 1
         dups[r] = sum(n - 1 for n in seen.values())
