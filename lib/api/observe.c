@@ -21,12 +21,38 @@ struct fr_observe {
     fr_arrival_t arr;
 };
 
-/* The process's settings, read at its first fr_comm_create. */
+/* The process's settings, read at its first fr_comm_create or FR_* call. */
 static pthread_mutex_t once_lock = PTHREAD_MUTEX_INITIALIZER;
-static int loaded, want_late, http_wanted, http_started;
+static int loaded, want_late, http_wanted, http_started, http_waits;
 static fr_settings_t pset;
 static unsigned long ncomms;   /* communicators made in this process (the keys) */
 static char host[64], http_addr[64];
+
+/* This process's place among its host's processes of MPI_COMM_WORLD, as
+ * the launcher (Open MPI, MPICH's and Intel MPI's Hydra, PMI, Slurm) gave
+ * it, or -1. Read, not asked of MPI: the process's first communicator may
+ * hold only some of the world's processes, and a collective over the
+ * world made by those alone would wait for the others forever. */
+static int launcher_local_rank(int world_size)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",
+                                       "SLURM_LOCALID"};
+    if (world_size == 1) return 0;
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end = NULL;
+        long r = v && *v ? strtol(v, &end, 10) : -1;
+        if (r >= 0 && !*end && r < world_size) return (int)r;
+    }
+    return -1;
+}
+
+/* Serve the metrics on the port of the process's place @p local on its host (lock held). */
+static void http_start(int local)
+{
+    http_started = 1;
+    fr_metrics_http_start(http_addr, http_wanted, local);
+}
 
 /* Load the settings and open what needs no peer (lock held). */
 static void process_start(int world_rank)
@@ -49,16 +75,24 @@ static void process_start(int world_rank)
             snprintf(http_addr, sizeof http_addr, "%s", spec.addr);
         }
     }
+    if (http_wanted) {
+        int size = 1, local;
+        PMPI_Comm_size(MPI_COMM_WORLD, &size);
+        if ((local = launcher_local_rank(size)) >= 0) http_start(local);
+        else FR_INFO(FR_SUB_INIT, "FASTREDUCE_METRICS: the launcher did not say the process's place on its host; "
+                     "the HTTP endpoint starts at the first communicator of all of MPI_COMM_WORLD's processes");
+    }
     loaded = 1;
 }
 
-/* The rank's place among the processes of its host (for the HTTP port):
- * the real host, not a node FASTREDUCE_NODE_SIZE fakes. */
-static int host_rank(MPI_Comm mpi)
+/* The rank's place among the processes of its host (for the HTTP port),
+ * in @p mpi, which holds every process of MPI_COMM_WORLD: the real host,
+ * not a node FASTREDUCE_NODE_SIZE fakes. */
+static int host_rank(MPI_Comm mpi, int world_rank)
 {
     MPI_Comm here;
     int r = 0;
-    if (PMPI_Comm_split_type(mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &here) != MPI_SUCCESS) return -1;
+    if (PMPI_Comm_split_type(mpi, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &here) != MPI_SUCCESS) return -1;
     PMPI_Comm_rank(here, &r);
     PMPI_Comm_free(&here);
     return r;
@@ -76,23 +110,36 @@ void fr_observe_process(void)
 
 fr_status_t fr_observe_comm(struct fr_comm *comm)
 {
-    int world_rank = 0;
+    int world_rank = 0, same = MPI_UNEQUAL;
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    PMPI_Comm_compare(comm->mpi, MPI_COMM_WORLD, &same);   /* (local: no peer takes part) */
     fr_observe_process();
     pthread_mutex_lock(&once_lock);
     unsigned long mine = ++ncomms;
-    /* what this rank wants of the communicator; any rank's wish is every
-     * rank's work, as it is collective */
-    int want[3] = {fr_timeline_on() || want_late, want_late, http_wanted && !http_started}, all[3];
+    /* what this rank wants of the communicator, and whether the
+     * communicator is not of all of MPI_COMM_WORLD's processes; any rank's
+     * wish is every rank's work, as it is collective, and any rank's "not"
+     * every rank's (a merged communicator holds another world's processes) */
+    int want[4] = {fr_timeline_on() || want_late, want_late, http_wanted && !http_started, same == MPI_UNEQUAL};
+    int all[4];
     pthread_mutex_unlock(&once_lock);
-    if (PMPI_Allreduce(want, all, 3, MPI_INT, MPI_MAX, comm->mpi) != MPI_SUCCESS)
+    if (PMPI_Allreduce(want, all, 4, MPI_INT, MPI_MAX, comm->mpi) != MPI_SUCCESS)
         return FR_ERROR(FR_ERR_MPI, "fr_comm_create: MPI_Allreduce of the observation's settings failed");
-    if (all[2]) {
-        int hr = host_rank(comm->mpi);
+    /* Where the launcher did not say the rank's place on its host, it is
+     * found over a communicator of all of MPI_COMM_WORLD's processes: one
+     * of only some of them would give two ranks of a host the same place. */
+    if (all[2] && !all[3]) {
+        int hr = host_rank(comm->mpi, world_rank);
         pthread_mutex_lock(&once_lock);
-        if (want[2] && !http_started && hr >= 0) {
-            http_started = 1;
-            fr_metrics_http_start(http_addr, http_wanted, hr);
+        if (want[2] && !http_started && hr >= 0) http_start(hr);
+        pthread_mutex_unlock(&once_lock);
+    } else if (want[2]) {
+        pthread_mutex_lock(&once_lock);
+        if (!http_waits) {
+            http_waits = 1;
+            FR_WARN(FR_SUB_INIT, "FASTREDUCE_METRICS: no launcher variable (OMPI_COMM_WORLD_LOCAL_RANK, "
+                    "MPI_LOCALRANKID, PMI_LOCAL_RANK, SLURM_LOCALID) says this process's place on its host: the HTTP "
+                    "endpoint waits for a communicator of all of MPI_COMM_WORLD's processes");
         }
         pthread_mutex_unlock(&once_lock);
     }

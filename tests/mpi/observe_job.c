@@ -22,6 +22,7 @@
  *
  * Before all that, for the tests of the observations' edges:
  *   --fds N        N more descriptors open (the soft limit raised to fit)
+ *   --split-first  a first communicator of the ranks of one parity, one call
  *   --spans        spans named with UTF-8 cut at the name's limit and with
  *                  bytes that are not UTF-8, then --threads N threads one
  *                  after another, of 3 "work" spans each
@@ -188,6 +189,21 @@ static void open_fds(int n)
     TU_CHECK(ok == n, "%d of %d opened", ok, n);
 }
 
+/* A first communicator of only some ranks: those of the rank's parity. */
+static void split_first(void)
+{
+    MPI_Comm sub;
+    fr_comm_t c;
+    float x = 1;
+    tu_begin("a first communicator of the ranks of one parity");
+    MPI_Comm_split(MPI_COMM_WORLD, tu.rank % 2, tu.rank, &sub);
+    if (TU_CHECK(fr_comm_create(sub, NULL, &c) == FR_SUCCESS, "fr_comm_create: %s", fr_last_error())) {
+        TU_CHECK(fr_allreduce(FR_IN_PLACE, &x, 1, FR_FLOAT32, FR_SUM, c) == FR_SUCCESS, "%s", fr_last_error());
+        TU_CHECK(fr_comm_destroy(c) == FR_SUCCESS, "fr_comm_destroy: %s", fr_last_error());
+    }
+    MPI_Comm_free(&sub);
+}
+
 static void *work_spans(void *arg)
 {
     (void)arg;
@@ -246,6 +262,7 @@ int main(int argc, char **argv)
     const char *expect = NULL, *hold = NULL;
     long calls = 50;
     int fail = 0, fds = 0;
+    int split = 0;
     int odd_spans = 0;
     int threads = 0;
     int forks = 0;
@@ -253,6 +270,7 @@ int main(int argc, char **argv)
     long mism = 0, tmo = 0;
     for (int i = 1; i < argc; i++) {
         int *flag = !strcmp(argv[i], "--failures") ? &fail : NULL;
+        if (!strcmp(argv[i], "--split-first")) flag = &split;
         if (!strcmp(argv[i], "--spans")) flag = &odd_spans;
         if (!strcmp(argv[i], "--fork")) flag = &forks;
         if (!strcmp(argv[i], "--kill")) flag = &kills;
@@ -275,6 +293,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     tu_init("observe_job");
     if (fds > 0) open_fds(fds);
+    if (split) split_first();
     if (kills) kill_self();
     if (odd_spans) spans(threads);
     if (forks) fork_exit();

@@ -62,16 +62,18 @@ def free_ports(n, start=20000):
 
 
 class Job:
-    """One launch of observe_job under the build's MPI launcher."""
+    """One launch of observe_job under the build's MPI launcher (each rank
+    run by the command @wrap where one is given)."""
 
-    def __init__(self, args, np, env, job_args):
+    def __init__(self, args, np, env, job_args, wrap=()):
         self.env = dict(os.environ, **env)
         flags = []
         if os.path.basename(args.mpiexec).startswith("mpirun"):
             flags = ["--oversubscribe", "--bind-to", "none"]
             for k in env:
                 flags += ["-x", k]
-        cmd = [args.mpiexec] + flags + ["-n", str(np), os.path.join(args.build, "tests/mpi/observe_job")] + job_args
+        cmd = [args.mpiexec] + flags + ["-n", str(np)] + list(wrap) + \
+            [os.path.join(args.build, "tests/mpi/observe_job")] + job_args
         self.out = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(cmd, env=self.env, stdout=self.out, stderr=subprocess.STDOUT)
 
@@ -94,9 +96,9 @@ class HeldJob(Job):
     their metrics' endpoints stay up meanwhile. ready: whether the calls
     were made (rank 0 wrote the expect file) within 240 s."""
 
-    def __init__(self, args, np, env, job_args, work):
+    def __init__(self, args, np, env, job_args, work, wrap=()):
         self.expect, self.hold = os.path.join(work, "expect"), os.path.join(work, "hold")
-        super().__init__(args, np, env, job_args + ["--expect", self.expect, "--hold", self.hold])
+        super().__init__(args, np, env, job_args + ["--expect", self.expect, "--hold", self.hold], wrap)
         deadline = time.time() + 240
         while not os.path.exists(self.expect) and self.proc.poll() is None and time.time() < deadline:
             time.sleep(0.2)
@@ -550,6 +552,46 @@ def killed_test(args):
            rc != 0 and all(n == 1 for n in found.values()), "exit %d, clock events %s\n%s" % (rc, found, out[-1500:]))
 
 
+LAUNCHER_LOCAL_RANKS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "SLURM_LOCALID")
+
+
+def http_place_test(args):
+    """Each rank serves on PORT plus its place on the host, when its first
+    communicator holds only some ranks: from the launcher's variable, or
+    without one from the first communicator of every rank."""
+    np = 4
+    unset = ["env"] + [a for v in LAUNCHER_LOCAL_RANKS for a in ("-u", v)]
+    for how, wrap in (("the launcher's local rank", ()), ("no launcher variable", unset)):
+        work, base = workdir("fr-observe-place-"), free_ports(np)
+        env = {"FASTREDUCE_METRICS": "http:127.0.0.1:%d" % base, "FASTREDUCE_DEBUG": "INFO"}
+        job = HeldJob(args, np, env, ["--calls", "1", "--split-first"], work, wrap)
+        try:
+            got = {base + r: info_rank(scrape(base + r)) for r in range(np)} if job.ready else {}
+        finally:
+            rc, out = job.release()
+        report("HTTP port (%s): a first communicator of some ranks, each rank serves on PORT plus its place" % how,
+               got == {base + r: r for r in range(np)} and "cannot serve HTTP" not in out,
+               "port: rank %s\n%s" % (got, "\n".join(l for l in out.splitlines() if "metrics" in l)[-2000:]))
+        report("HTTP port (%s): the job passed" % how, job_ok(rc, out), "exit %d:\n%s" % (rc, out[-3000:]))
+    # under the interposer, FASTREDUCE_DISABLE=1 makes no communicator: the endpoint starts at the first call
+    base = free_ports(2)
+    env = dict(os.environ, FASTREDUCE_DISABLE="1", FASTREDUCE_METRICS="http:127.0.0.1:%d" % base,
+               FASTREDUCE_DEBUG="INFO")
+    flags = []
+    if os.path.basename(args.mpiexec).startswith("mpirun"):
+        flags = ["--oversubscribe", "--bind-to", "none", "-x", "FASTREDUCE_DISABLE", "-x", "FASTREDUCE_METRICS",
+                 "-x", "FASTREDUCE_DEBUG"]
+    preload = os.path.join(args.build, "lib/.libs/libfastreduce-mpi.so")
+    p = subprocess.run([args.mpiexec] + flags + ["-n", "2", "env", "LD_PRELOAD=" + preload,
+                                                 os.path.join(args.build, "tests/mpi/mpi_program")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    started = sorted(int(port) for port in re.findall(
+        r" fastreduce INFO metrics at http://127\.0\.0\.1:(\d+)/metrics$", p.stderr, re.M))
+    report("HTTP port: under the interposer with FASTREDUCE_DISABLE=1, the ranks serve on PORT and PORT + 1",
+           p.returncode == 0 and started == [base, base + 1],
+           "exit %d, ports started: %s\n%s" % (p.returncode, started, p.stderr[-1500:]))
+
+
 def http_entries_test(args):
     """A bad http: entry leaves a good one before it whole; a later good one
     replaces it whole; and the endpoint serves past 1024 open descriptors."""
@@ -621,6 +663,7 @@ def main():
         "prometheus2": lambda: prometheus_test(args, 2),
         "prometheus4": lambda: prometheus_test(args, 4),
         "http_entries": lambda: http_entries_test(args),
+        "http_place": lambda: http_place_test(args),
         "timeline": lambda: timeline_test(args),
         "edges": lambda: timeline_edges_test(args),
         "killed": lambda: killed_test(args),
