@@ -188,7 +188,11 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     }
     PMPI_Comm_rank(c->mpi, &c->rank);
     PMPI_Comm_size(c->mpi, &c->size);
-    fr_log_set_rank(c->rank);
+    /* the log's rank is the one in MPI_COMM_WORLD, the same whichever
+     * communicator was made last (MPI_Comm_rank is local: no peer waits) */
+    int world_rank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    fr_log_set_rank(world_rank);
     fr_settings_load(&c->set, config, c->rank, fr_settings_when(FR_WHEN_CREATE));
 
     fr_nodeinfo_t ni;

@@ -58,6 +58,7 @@ static void http_start(int local)
 static void process_start(int world_rank)
 {
     fr_log_init();   /* (its host name expands %h) */
+    fr_log_set_rank(world_rank);
     gethostname(host, sizeof host - 1);
     fr_settings_load(&pset, NULL, world_rank, fr_settings_when(FR_WHEN_OBSERVE) | FR_S_BIT(FR_S_STATS));
     want_late = pset.stats == 1;

@@ -136,6 +136,14 @@ def listeners(port):
     return found
 
 
+def log_ranks(out):
+    """{pid: set of ranks} of the library's log lines (host:pid:rank fastreduce ...)."""
+    ranks = {}
+    for m in re.finditer(r"^[^:\s]+:(\d+):(-?\d+) fastreduce ", out, re.M):
+        ranks.setdefault(int(m.group(1)), set()).add(int(m.group(2)))
+    return ranks
+
+
 def read_expect(path):
     """{(collective, algorithm): (calls, bytes)} of every rank, {(collective,
     status): failures} of all ranks, and the calls one rank alone made:
@@ -558,7 +566,8 @@ LAUNCHER_LOCAL_RANKS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LO
 def http_place_test(args):
     """Each rank serves on PORT plus its place on the host, when its first
     communicator holds only some ranks: from the launcher's variable, or
-    without one from the first communicator of every rank."""
+    without one from the first communicator of every rank. Each log line
+    names the rank in MPI_COMM_WORLD."""
     np = 4
     unset = ["env"] + [a for v in LAUNCHER_LOCAL_RANKS for a in ("-u", v)]
     for how, wrap in (("the launcher's local rank", ()), ("no launcher variable", unset)):
@@ -573,6 +582,10 @@ def http_place_test(args):
                got == {base + r: r for r in range(np)} and "cannot serve HTTP" not in out,
                "port: rank %s\n%s" % (got, "\n".join(l for l in out.splitlines() if "metrics" in l)[-2000:]))
         report("HTTP port (%s): the job passed" % how, job_ok(rc, out), "exit %d:\n%s" % (rc, out[-3000:]))
+        ranks = log_ranks(out)
+        report("log (%s): each process's lines name its rank in MPI_COMM_WORLD" % how,
+               all(len(v) == 1 for v in ranks.values()) and sorted(min(v) for v in ranks.values()) == list(range(np)),
+               "ranks by pid: %s" % ranks)
     # under the interposer, FASTREDUCE_DISABLE=1 makes no communicator: the endpoint starts at the first call
     base = free_ports(2)
     env = dict(os.environ, FASTREDUCE_DISABLE="1", FASTREDUCE_METRICS="http:127.0.0.1:%d" % base,
