@@ -19,9 +19,9 @@
 int fr_timeline_open(const char *pattern, int rank, const char *host);
 /* 1 while the timeline is written. */
 int fr_timeline_on(void);
-/* This process's clock against the reference (offset_ns added to a local
- * time gives the reference's), measured over communicator @p comm_key
- * within +-@p uncertainty_ns. */
+/* This process's clock against that of rank @p ref_rank of MPI_COMM_WORLD,
+ * communicator @p comm_key's rank 0 (offset_ns added to a local time gives
+ * its), measured within +-@p uncertainty_ns. */
 void fr_timeline_clock(int64_t offset_ns, uint64_t uncertainty_ns, const char *comm_key, int ref_rank);
 
 /* What the timeline says of one call besides its timing. */

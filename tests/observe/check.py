@@ -634,6 +634,53 @@ def http_entries_test(args):
                    where, want, rank, warning, "found" if warning in out else "missing", rc, out[-2000:]))
 
 
+def trace_clocks_test(args):
+    """fastreduce-trace puts every rank on one clock where the first
+    communicators hold some ranks each (offsets against their own rank 0):
+    through a communicator of every rank, or chained through those that
+    share a rank. Made-up files: ranks 0 and 2, then 1 and 3, then (in the
+    first case) all four; rank r's clock plus off[r] is rank 0's."""
+    off = {0: 0.0, 1: 1000.0, 2: -300.0, 3: 1500.0}
+    world = {"0.2": ([0, 1, 2, 3], 0)}
+    chain = {"0.3": ([0, 1], 0)}
+    for how, last in (("a communicator of every rank", world), ("chained", chain)):
+        work = workdir("fr-observe-clock-")
+        comms = dict({"0.1": ([0, 2], 0), "1.1": ([1, 3], 1)}, **last)
+        calls_on = list(last)[0] if last is world else "0.1"
+        files = []
+        for r in range(4):
+            ev = [{"name": "process_name", "ph": "M", "pid": r, "tid": 0, "args": {"name": "rank %d" % r}}]
+            for key, (ranks, ref) in comms.items():
+                if r in ranks:
+                    ev.append({"name": "fastreduce_clock", "ph": "M", "pid": r, "tid": 0,
+                               "args": {"offset_us": off[r] - off[ref], "uncertainty_us": 1.0,
+                                        "comm": key, "reference_rank": ref}})
+            if r in comms[calls_on][0]:
+                for k in range(1, 4):
+                    ev.append({"name": "allreduce", "cat": "collective", "ph": "X", "pid": r, "tid": 1,
+                               "ts": 10000.0 * k - off[r], "dur": 100.0, "args": {"comm": calls_on, "call": k}})
+            files.append(os.path.join(work, "t.%d.json" % r))
+            with open(files[-1], "w") as f:
+                json.dump(ev, f)
+        merged = os.path.join(work, "merged.json")
+        p = subprocess.run([sys.executable, os.path.join(args.top, "tools/fastreduce-trace"), "-o", merged] + files,
+                           capture_output=True, text=True)
+        try:
+            with open(merged) as f:
+                m = json.load(f)
+            got = {int(r): o for r, o in m["otherData"]["clock_offsets_us"].items()}
+            starts = {}
+            for e in m["traceEvents"]:
+                if e.get("cat") == "collective":
+                    starts.setdefault(e["args"]["call"], set()).add(round(e["ts"], 3))
+        except (OSError, ValueError, KeyError) as e:
+            got, starts = "%s: %s" % (type(e).__name__, e), {}
+        report("fastreduce-trace: clocks aligned (%s)" % how,
+               p.returncode == 0 and got == off and len(starts) == 3 and all(len(t) == 1 for t in starts.values()),
+               "exit %d; offsets %s, want %s; each call's starts %s\n%s" % (p.returncode, got, off, starts,
+                                                                             p.stderr[-1000:]))
+
+
 def malformed_test(args):
     """Bad settings warn and the job runs on without the output."""
     work = workdir("fr-observe-bad-")
@@ -680,6 +727,7 @@ def main():
         "timeline": lambda: timeline_test(args),
         "edges": lambda: timeline_edges_test(args),
         "killed": lambda: killed_test(args),
+        "trace_clocks": lambda: trace_clocks_test(args),
         "python": lambda: python_span_test(args),
         "interposer": lambda: interposer_test(args),
         "device": lambda: device_test(args),
