@@ -50,10 +50,12 @@ if [ -z "$so" ] || [ "$(mpi_libs "$so")" != "$want" ]; then
         setup_failed "mpi4py built with $mpicc links '$(mpi_libs "$so")', libfastreduce links '$want'"
 fi
 
-export FASTREDUCE_LIB=$lib PYTHONPATH=$top/python:$pympi FASTREDUCE_TUNE_PATH= PYTHONDONTWRITEBYTECODE=1
+# FASTREDUCE_TEST_MPIEXEC: the launcher of the jobs that tests/test_exit.py starts
+export FASTREDUCE_LIB=$lib PYTHONPATH=$top/python:$pympi FASTREDUCE_TUNE_PATH= PYTHONDONTWRITEBYTECODE=1 \
+    FASTREDUCE_TEST_MPIEXEC=$mpiexec
 passed=0; failed=0
 for np in 2 3; do
-    flags=(); [[ $mpiexec == mpirun* ]] && flags=(--oversubscribe --bind-to none -x FASTREDUCE_LIB -x PYTHONPATH -x FASTREDUCE_TUNE_PATH -x PYTHONDONTWRITEBYTECODE)
+    flags=(); [[ $mpiexec == mpirun* ]] && flags=(--oversubscribe --bind-to none -x FASTREDUCE_LIB -x PYTHONPATH -x FASTREDUCE_TUNE_PATH -x PYTHONDONTWRITEBYTECODE -x FASTREDUCE_TEST_MPIEXEC)
     log=$build/python-np$np
     rm -f "$log".*
     # every rank runs the tests (they are collective), each into its own log

@@ -21,8 +21,12 @@ DistributedOptimizer. The library is found as fastreduce._lib says
 (FASTREDUCE_LIB, pkg-config, the system's path). ctypes only: no compiled
 extension; the GIL is released while the library works.
 """
+import atexit
 import ctypes
+import itertools
+import sys
 import threading
+import weakref
 
 from . import _buffers, _shared
 from ._lib import find_library, load
@@ -139,7 +143,8 @@ class Work:
     the work is on the tensor's current stream, wait() makes the caller's
     current stream wait for it (the host does not block) and
     is_completed() asks its CUDA event. Until it completes, the buffers
-    belong to the library: do not touch them."""
+    belong to the library: do not touch them. A host Work dropped unfinished
+    is waited for then; one still pending at exit, at exit."""
 
     def __init__(self, result, req=None, event=None, device=None, keep=()):
         self._result, self._event, self._device, self._keep = result, event, device, keep
@@ -147,10 +152,17 @@ class Work:
         self._done = req is None
         self._error = None
         self._lock = threading.Lock()
+        self._seq = None
+        if req is not None:
+            with _pending_lock:
+                self._seq = next(_started)
+                _pending[self._seq] = weakref.ref(self)
 
     def _finish(self, status):
         self._done = True
         self._keep = ()
+        with _pending_lock:
+            _pending.pop(self._seq, None)
         if status != 0:
             self._error = _error(status)
 
@@ -199,6 +211,44 @@ class Work:
                 self._complete()
         except Exception:
             pass
+
+
+# The library's requests not completed yet, by start number: weak, so that a
+# dropped Work still completes in its __del__; what is left at exit is waited
+# for there.
+_pending, _pending_lock, _started = {}, threading.Lock(), itertools.count()
+
+
+def _wait_at_exit():
+    """Complete the Works still pending when the interpreter exits, in the
+    order they were started. A request left running would go on using its
+    buffers while the process tears down (shared ones included) and would
+    leave the other ranks waiting for this one's part; completing it is what
+    the ranks that did wait see. The wait is as long as any other: a rank
+    that never starts the collective makes it last, up to FASTREDUCE_TIMEOUT
+    where set, so it is said first on stderr."""
+    with _pending_lock:
+        works = [ref() for _, ref in sorted(_pending.items())]
+    works = [w for w in works if w is not None and not w._done]
+    if not works:
+        return
+    who = ""
+    mpi = sys.modules.get("mpi4py.MPI")
+    try:
+        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+            who = " (rank %d of MPI.COMM_WORLD)" % mpi.COMM_WORLD.Get_rank()
+    except Exception:
+        pass
+    sys.stderr.write("fastreduce%s: waiting at exit for %d collective(s) started and not waited for, until every "
+                     "rank has taken part (or FASTREDUCE_TIMEOUT passes)\n" % (who, len(works)))
+    sys.stderr.flush()
+    for w in works:
+        w._complete()
+        if w._error is not None:
+            sys.stderr.write("fastreduce%s: at exit: %s\n" % (who, w._error))
+
+
+atexit.register(_wait_at_exit)
 
 
 class Comm:

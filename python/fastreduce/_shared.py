@@ -28,7 +28,9 @@ def buffer(lib, nbytes, error):
     if status != 0:
         raise error(status)
     buf = (ctypes.c_byte * int(nbytes)).from_address(addr.value)
-    weakref.finalize(buf, _Freer(lib, addr.value))
+    # Never freed at exit: a request may still be using it then (the
+    # library's thread too), and the process's memory and memfds go with it.
+    weakref.finalize(buf, _Freer(lib, addr.value)).atexit = False
     return buf
 
 
