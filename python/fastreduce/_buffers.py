@@ -69,6 +69,14 @@ def _buffer_protocol(obj, writable, what):
         raise Refused(1, "%s is not contiguous (use numpy.ascontiguousarray)" % what)
     if writable and mv.readonly:
         raise Refused(1, "%s is read-only" % what)
+    # The library reads elements in this machine's byte order: another
+    # order ('>f4' on x86) would be summed as garbage.
+    order = mv.format[:1]
+    if order in "<>!" and mv.itemsize > 1 and (order == "<") != (sys.byteorder == "little"):
+        dt = getattr(obj, "dtype", None)
+        fix = ".astype(%r)" % ("=" + dt.str[1:]) if hasattr(dt, "str") else "a copy in native byte order"
+        raise Refused(1, "%s: element type %r is not in this machine's (%s-endian) byte order: pass %s" %
+                      (what, mv.format, sys.byteorder, fix))
     name = getattr(getattr(obj, "dtype", None), "name", None)
     if name not in DTYPES:
         fmt = mv.format.lstrip("@=<")

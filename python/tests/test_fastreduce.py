@@ -1,6 +1,8 @@
 """pytest under mpirun (2 and 3 ranks): every rank runs every test in the
 same order; expected values are computed on every rank from every rank's
 input, never with fastreduce or MPI."""
+import ctypes
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -92,6 +94,29 @@ def test_bad_input(comm):
     x = np.ones(4, np.int32)
     comm.allreduce(x)
     assert (x == NP).all()
+
+
+def test_other_byte_order_refused(comm):
+    """An array in the other byte order is refused, not summed as garbage;
+    the same values in this machine's order reduce right."""
+    other = ">" if np.little_endian else "<"
+    for dt in ("f4", "i8", "f2"):
+        x = np.arange(1, 4).astype(other + dt)
+        keep = x.copy()
+        with pytest.raises(fr.ArgumentError, match=r"byte order: pass \.astype\('=%s'\)" % dt):
+            comm.allreduce(x)
+        assert np.array_equal(x, keep)
+        with pytest.raises(fr.ArgumentError, match="byte order"):
+            comm.allreduce(np.arange(1, 4).astype("=" + dt), x)
+        n = x.astype("=" + dt)
+        comm.allreduce(n)
+        assert np.array_equal(n, np.arange(1, 4) * NP)
+    be = (ctypes.c_float.__ctype_be__ if np.little_endian else ctypes.c_float.__ctype_le__) * 3
+    with pytest.raises(fr.ArgumentError, match="byte order: pass a copy in native byte order"):
+        comm.allreduce(be(1, 2, 3))
+    one = np.arange(3, dtype=other + "u1")   # one byte: no order
+    comm.allreduce(one)
+    assert np.array_equal(one, np.arange(3) * NP)
 
 
 def test_split_communicator():
