@@ -24,6 +24,7 @@ extension; the GIL is released while the library works.
 import atexit
 import ctypes
 import itertools
+import numbers
 import sys
 import threading
 import weakref
@@ -43,7 +44,6 @@ _STATUS = ["FR_SUCCESS", "FR_ERR_INVALID_ARG", "FR_ERR_NULL_POINTER", "FR_ERR_CO
 _ARG_ERRORS = {1, 2, 3, 4, 5}   # the caller's arguments: ArgumentError (a ValueError)
 _NOT_SUPPORTED = 7
 _IN_PLACE = 1   # FR_IN_PLACE
-_DTYPES = _buffers.DTYPES
 SUM, PROD, MIN, MAX, AVG = "sum", "prod", "min", "max", "avg"
 _OPS = {SUM: 0, PROD: 1, MIN: 2, MAX: 3, AVG: 4}
 
@@ -311,7 +311,7 @@ class Comm:
 
     @staticmethod
     def _op(op):
-        if op not in _OPS:
+        if not isinstance(op, str) or op not in _OPS:   # (a list is not hashable: no lookup)
             raise ArgumentError(1, "op %r is not one of %s" % (op, ", ".join(_OPS)))
         return _OPS[op]
 
@@ -392,13 +392,26 @@ class Comm:
         return Work(bufs, req.value, keep=bs)
 
     def allreduce_algorithm(self, count, dtype="float32", op=SUM):
-        """The algorithm fastreduce would use for an allreduce of count
-        elements; @p count may be a tensor or array, whose size, type and
-        place (host or CUDA) are then asked about."""
-        if isinstance(count, int):
-            a = _lib.fr_allreduce_algorithm(self._live(), count, _DTYPES[dtype], self._op(op))
+        """The algorithm fastreduce would use for an allreduce of @p count
+        elements of @p dtype (a name, a NumPy dtype or a torch dtype);
+        @p count may be a tensor or array, whose size, type and place (host
+        or CUDA) are then asked about. ArgumentError for a negative or
+        too large count, a type or op fastreduce lacks."""
+        if isinstance(count, numbers.Integral) and not isinstance(count, bool):
+            code, n = self._op(op), int(count)
+            try:
+                dt = _buffers.dtype_code(dtype, "dtype")
+            except _buffers.Refused as e:
+                raise ArgumentError(e.status, str(e)) from None
+            # (checked here: size_t would take -1 as 2**64 - 1)
+            if n < 0 or n > sys.maxsize:
+                raise ArgumentError(3, "count %d is not an element count (0 to %d)" % (n, sys.maxsize))
+            a = _lib.fr_allreduce_algorithm(self._live(), n, dt, code)
+            if not a:
+                raise ArgumentError(3, "count %d of %s is more than the library takes (PTRDIFF_MAX bytes)" %
+                                    (n, _buffers.NAMES[dt]))
         else:
-            b = _buf(count, False, "buf", addr=False)
+            b = _buf(count, False, "count", addr=False)
             if b.cuda is not None and not cuda_support():
                 self._gpu_of(b, "buf")   # (refuses it, saying why)
             ask = _lib.fr_allreduce_algorithm_device if b.cuda is not None else _lib.fr_allreduce_algorithm

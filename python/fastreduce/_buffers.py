@@ -98,6 +98,29 @@ def _buffer_protocol(obj, writable, what):
 NAMES = {v: k for k, v in DTYPES.items()}
 
 
+def dtype_code(dtype, what):
+    """The fr_dtype_t of @p dtype: a name ("float32"), a NumPy dtype or
+    type, or a torch dtype; Refused for anything else."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(dtype, torch.dtype):
+        name = str(dtype).replace("torch.", "")
+    elif isinstance(dtype, str) and dtype in DTYPES:   # (bfloat16: NumPy has none)
+        name = dtype
+    else:
+        import numpy
+        try:
+            # (None would be NumPy's float64: not a type anyone names)
+            name = numpy.dtype(dtype).name if dtype is not None else None
+        except (TypeError, ValueError):
+            name = None
+        if name is None:
+            raise Refused(1, "%s %r is not a type: pass one of %s (a name, a NumPy or torch dtype)" %
+                          (what, dtype, ", ".join(DTYPES)))
+    if name not in DTYPES:
+        raise Refused(1, "%s %s is not one of fastreduce's types (%s)" % (what, name, ", ".join(DTYPES)))
+    return DTYPES[name]
+
+
 def of(obj, writable, what, addr=True):
     """The Buf of @p obj (a tensor or a buffer-protocol object); Refused
     when unusable. @p addr False: a tensor's size and type only."""

@@ -134,3 +134,40 @@ def test_split_communicator():
 def test_algorithm_query(comm):
     a = comm.allreduce_algorithm(1 << 20)
     assert isinstance(a, str) and a
+
+
+@pytest.mark.parametrize("dt", ["int8", "float32", "float64"])
+def test_algorithm_query_names_a_type_every_way(comm, dt):
+    """A count with a type's name, NumPy dtype or type asks what an array of
+    that size and type is asked."""
+    for n in (1, 1 << 16, 1 << 22):
+        want = comm.allreduce_algorithm(np.zeros(n, dt))
+        assert isinstance(want, str) and want
+        for name in (dt, np.dtype(dt), getattr(np, dt)):
+            assert comm.allreduce_algorithm(n, name) == want
+            assert comm.allreduce_algorithm(np.int64(n), name, op="max") == comm.allreduce_algorithm(
+                np.zeros(n, dt), op="max")
+
+
+@pytest.mark.parametrize("args,kw,message", [
+    ((10, "int16"), {}, "dtype int16 is not one of fastreduce's types"),
+    ((10, "nonsense"), {}, "dtype 'nonsense' is not a type"),
+    ((10, None), {}, "dtype None is not a type"),
+    ((-1,), {}, "count -1 is not an element count"),
+    ((1 << 64,), {}, "is not an element count"),
+    ((1 << 62, "float32"), {}, "more than the library takes"),
+    ((10,), {"op": ["sum"]}, r"op \['sum'\] is not one of"),
+    ((10,), {"op": "xor"}, "op 'xor' is not one of"),
+    ((1.5,), {}, "count: a float has no buffer interface"),
+])
+def test_algorithm_query_refuses(comm, args, kw, message):
+    with pytest.raises(fr.ArgumentError, match=message):
+        comm.allreduce_algorithm(*args, **kw)
+
+
+def test_unhashable_op_refused(comm):
+    x = np.ones(3, np.float32)
+    for call in (lambda: comm.allreduce(x, op=["sum"]), lambda: comm.allreduce_group([x], op={"sum": 1})):
+        with pytest.raises(fr.ArgumentError, match="is not one of"):
+            call()
+    assert np.array_equal(x, np.ones(3))

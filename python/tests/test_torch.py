@@ -176,6 +176,14 @@ def test_cuda_tensor_takes_the_device_path(comm):
     assert torch.equal(host, values(torch.float32, 1000, ME))
 
 
+def test_algorithm_query_takes_torch_dtypes(comm):
+    for dtype in (torch.float32, torch.bfloat16, torch.int64):
+        for n in (1, 1 << 16, 1 << 22):
+            assert comm.allreduce_algorithm(n, dtype) == comm.allreduce_algorithm(torch.empty(n, dtype=dtype))
+    with pytest.raises(fr.ArgumentError, match="dtype int16 is not one of fastreduce's types"):
+        comm.allreduce_algorithm(10, torch.int16)
+
+
 # --------------------------------------------------------------- DDP hooks
 
 def model(seed=0):
