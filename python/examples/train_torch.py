@@ -15,9 +15,9 @@ The model is an MLP: --layers linear layers of --hidden units with ReLU
 between them, 64 inputs, 10 outputs; SGD with momentum. Rank 0 makes the
 parameters and broadcasts them. The three modes share the model, the data,
 the optimizer and the bucket size (--bucket-mb, in MiB: DDP's bucket_cap_mb
-and the DistributedOptimizer's fusion_bytes; DDP counts float32 bytes, the
-optimizer bytes on the wire, so with fp16 its buckets hold twice the
-parameters):
+and the DistributedOptimizer's fusion_bytes; both count the gradients'
+float32 bytes, before any compression, so with fp16 the buckets hold the
+same parameters in every mode):
 
   fastreduce  fastreduce.torch.DistributedOptimizer, no DDP: each bucket of
               gradients goes into a non-blocking grouped allreduce when

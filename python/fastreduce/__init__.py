@@ -419,7 +419,10 @@ class Comm:
         return a.decode() if a else None
 
     def free(self):
-        """Collective: destroy the communicator (also at garbage collection, if MPI still runs)."""
+        """Collective: destroy the communicator, on every rank at the same
+        point of its calls. Nothing else destroys it (not garbage collection:
+        each rank's collector runs at its own moment, and a collective there
+        could hang); one never freed goes with the process."""
         if self._h:
             h, self._h = self._h, ctypes.c_void_p()
             _check(_lib.fr_comm_destroy(h))

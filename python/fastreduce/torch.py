@@ -416,7 +416,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, comm=None, fusion_byt
                          average_aggregated_gradients=False, shared_buckets=True):
     """Wrap @p optimizer so that each gradient is averaged over the ranks as
     soon as backward has made it: gradients go into buckets of at most
-    @p fusion_bytes (0: one a bucket), each reduced by a non-blocking grouped
+    @p fusion_bytes (0: one a bucket; counted in the parameters' own type,
+    before compression, as DDP's bucket_cap_mb), each reduced by a non-blocking grouped
     allreduce when all its gradients are ready, and step() waits for them.
     With backward_passes_per_step=k, gradients accumulate over k backward
     passes before they are reduced (divided by k too with
