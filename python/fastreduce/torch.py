@@ -14,6 +14,7 @@ DistributedOptimizer, and broadcasts of parameters and optimizer state.
 Every function takes a fastreduce.Comm (`comm`, or the hook's state);
 None means default_comm(), one over MPI.COMM_WORLD.
 """
+import contextlib
 import io
 import queue
 import socket
@@ -312,6 +313,9 @@ class _DistributedOptimizer:
         self._fr_bucket_of = {id(p): b for b in self._fr_buckets for p in b.params}
         self._fr_passes = {id(p): 0 for p in params}
         self._fr_next = 0   # the first bucket not started: buckets start in order on every rank
+        # whether the gradients are reduced since the last step() or zero_grad()
+        # (synchronize() then step() reduces once), and inside skip_synchronize()
+        self._fr_synchronized = self._fr_skip = False
         self._fr_hooks = [p.register_post_accumulate_grad_hook(self._fr_ready) for p in params]
 
     def _fr_name(self, p):
@@ -320,6 +324,7 @@ class _DistributedOptimizer:
     def _fr_ready(self, p):
         """After backward accumulated @p p's gradient: count the pass, and
         start its bucket's allreduce (and the next ready ones') when full."""
+        self._fr_synchronized = False   # (a gradient after synchronize(): step() reduces again)
         n = self._fr_passes[id(p)] = self._fr_passes[id(p)] + 1
         if n > self._fr_passes_per_step:
             raise _fr.FastReduceError(16, "%s got a gradient %d times before step(); backward_passes_per_step is %d"
@@ -376,9 +381,15 @@ class _DistributedOptimizer:
         b.wire = b.views
         b.work = comm.allreduce(b.flat, op=op, async_op=True)
 
+    def _fr_pending(self):
+        """Whether gradients were made since the last reduction (some may be reducing)."""
+        return any(self._fr_passes.values())
+
     def synchronize(self):
         """Finish every gradient's allreduce (starting those whose gradients
-        did not come, as zeros) and leave the averages in .grad."""
+        did not come, as zeros) and leave the averages in .grad; the next
+        step() applies them without reducing again (collective: every rank
+        calls it at the same point)."""
         for b in self._fr_buckets:
             b.ready = True
         self._fr_start_ready()
@@ -393,17 +404,39 @@ class _DistributedOptimizer:
         for k in self._fr_passes:
             self._fr_passes[k] = 0
         self._fr_next = 0
+        self._fr_synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """A block in which step() applies the gradients as they are, as
+        Horovod's: opt.synchronize(); clip them; with opt.skip_synchronize():
+        opt.step(). (step() after synchronize() reduces nothing again anyway.)"""
+        self._fr_skip = True
+        try:
+            yield
+        finally:
+            self._fr_skip = False
 
     def step(self, closure=None):
-        self.synchronize()
+        """Reduce the gradients unless synchronize() did since the last
+        step() or zero_grad(), then the optimizer's step."""
+        if self._fr_skip:
+            if self._fr_pending():   # (the optimizer would read gradients the library is writing)
+                raise _fr.FastReduceError(18, "step() inside skip_synchronize() with gradients not reduced: call "
+                                          "synchronize() before it")
+        elif not self._fr_synchronized:
+            self.synchronize()
+        self._fr_synchronized = False
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, set_to_none=True):
         """As the optimizer's, but a shared bucket's gradients stay its views,
         zeroed (as DDP's gradient_as_bucket_view keeps them)."""
-        if any(self._fr_passes.values()):
+        if self._fr_pending():
             raise _fr.FastReduceError(18, "zero_grad() while gradients' allreduces are pending: call step() or "
-                                      "synchronize() first")
+                                      "synchronize() first (with a GradScaler: synchronize() before "
+                                      "scaler.unscale_() or scaler.step())")
+        self._fr_synchronized = False
         super(self.__class__, self).zero_grad(set_to_none)
         for b in self._fr_buckets:
             if b.flat is not None and self._fr_wire is None:
@@ -418,7 +451,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, comm=None, fusion_byt
     soon as backward has made it: gradients go into buckets of at most
     @p fusion_bytes (0: one a bucket; counted in the parameters' own type,
     before compression, as DDP's bucket_cap_mb), each reduced by a non-blocking grouped
-    allreduce when all its gradients are ready, and step() waits for them.
+    allreduce when all its gradients are ready, and step() waits for them
+    (or applies what synchronize() reduced, without reducing again: clip or
+    unscale in between; skip_synchronize() as Horovod's).
     With backward_passes_per_step=k, gradients accumulate over k backward
     passes before they are reduced (divided by k too with
     average_aggregated_gradients). With shared_buckets (the default) each

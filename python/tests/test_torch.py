@@ -3,6 +3,7 @@ asynchronous handles, the DDP hooks against DDP's own allreduce over gloo,
 the DistributedOptimizer against gradients averaged by hand, and the
 broadcasts. References are computed from every rank's inputs on every
 rank (each rank can make every rank's data), never with fastreduce."""
+import contextlib
 import copy
 
 import numpy as np
@@ -237,9 +238,10 @@ def test_ddp_hook_default_comm(gloo):
 
 # ---------------------------------------------------- DistributedOptimizer
 
-def by_hand(make_opt, steps, passes, average_passes):
-    """Every rank's gradients computed here, averaged in float64 and applied
-    by a plain optimizer: the reference."""
+def by_hand(make_opt, steps, passes, average_passes, op="avg", before_step=None):
+    """Every rank's gradients computed here, averaged (summed with op "sum")
+    in float64 and applied by a plain optimizer: the reference.
+    @p before_step(params), if any, runs on the reduced gradients."""
     m = model()
     opt = make_opt(m.parameters())
     for s in range(steps):
@@ -253,13 +255,18 @@ def by_hand(make_opt, steps, passes, average_passes):
             for acc, p in zip(sums, mr.parameters()):
                 acc += p.grad.double()
         for p, acc in zip(m.parameters(), sums):
-            g = acc / NP
+            g = acc / NP if op == "avg" else acc
             p.grad = (g / passes if average_passes else g).float()
+        if before_step:
+            before_step(m.parameters())
         opt.step()
     return [p.detach() for p in m.parameters()]
 
 
-def with_fastreduce(comm, make_opt, steps, passes, average_passes, **kw):
+def with_fastreduce(comm, make_opt, steps, passes, average_passes, pattern="step", before_step=None, **kw):
+    """The parameters after @p steps with a DistributedOptimizer. @p pattern:
+    "step", or "synchronize" (synchronize(), before_step(params), step()),
+    or "skip_synchronize" (the same with step() in skip_synchronize())."""
     m = model()
     opt = frt.DistributedOptimizer(make_opt(m.parameters()), named_parameters=m.named_parameters(), comm=comm,
                                    backward_passes_per_step=passes, average_aggregated_gradients=average_passes,
@@ -270,7 +277,12 @@ def with_fastreduce(comm, make_opt, steps, passes, average_passes, **kw):
         for k in range(passes):
             x, y = batch(s * passes + k, ME)
             torch.nn.functional.cross_entropy(m(x), y).backward()
-        opt.step()
+        if pattern != "step":
+            opt.synchronize()
+            if before_step:
+                before_step(m.parameters())
+        with opt.skip_synchronize() if pattern == "skip_synchronize" else contextlib.nullcontext():
+            opt.step()
     return [p.detach() for p in m.parameters()], opt
 
 
@@ -295,6 +307,85 @@ def test_optimizer_matches_hand_averaged(comm, fusion, compression, tol, passes,
     for a, b in zip(want, got):
         assert same_on_every_rank(b)
         torch.testing.assert_close(b, a, rtol=tol, atol=tol)
+
+
+def clip(params):
+    torch.nn.utils.clip_grad_norm_(list(params), 0.05)
+
+
+@pytest.mark.parametrize("op", ["sum", "avg"])
+@pytest.mark.parametrize("pattern", ["synchronize", "skip_synchronize"])
+@pytest.mark.parametrize("passes,average,shared", [(1, False, True), (2, True, False)])
+def test_synchronize_then_step_reduces_once(comm, op, pattern, passes, average, shared):
+    """Horovod's pattern for clipping: synchronize(), clip the reduced
+    gradients, step() (in skip_synchronize() or not); each step's gradients
+    are reduced once, as by hand."""
+    want = by_hand(SGD, 3, passes, average, op=op, before_step=clip)
+    got, _ = with_fastreduce(comm, SGD, 3, passes, average, pattern=pattern, before_step=clip, op=op,
+                             shared_buckets=shared, fusion_bytes=600)
+    for a, b in zip(want, got):
+        assert same_on_every_rank(b)
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
+
+
+def amp_loss(m, x, y):
+    """A loss whose gradients are 100 times its size: a GradScaler's scale
+    of 2**126 makes them overflow, one of 2**122 does not."""
+    loss = torch.nn.functional.cross_entropy(m(x), y)
+    return 100 * loss - 99 * loss.detach()
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_grad_scaler_pattern(comm, skip):
+    """AMP as docs/python.md says: synchronize(), scaler.unscale_(), clip,
+    scaler.step() (in skip_synchronize() or not), scaler.update(). The
+    scale starts so large that steps overflow and are skipped, on every rank
+    alike; reference: the same scaler on gradients averaged by hand."""
+    steps, scaler = 8, lambda: torch.amp.GradScaler("cpu", init_scale=2.0 ** 126, growth_interval=1)
+    m, ref = model(), scaler()
+    opt = SGD(m.parameters())
+    scales = []
+    for s in range(steps):
+        opt.zero_grad()
+        grads = []
+        for r in range(NP):
+            mr = copy.deepcopy(m)
+            ref.scale(amp_loss(mr, *batch(s, r))).backward()
+            grads.append([p.grad.double() for p in mr.parameters()])
+        for i, p in enumerate(m.parameters()):
+            p.grad = (sum(g[i] for g in grads) / NP).float()
+        ref.unscale_(opt)
+        clip(m.parameters())
+        ref.step(opt)
+        ref.update()
+        scales.append(ref.get_scale())
+    assert any(b < a for a, b in zip(scales, scales[1:])) and any(b > a for a, b in zip(scales, scales[1:]))
+
+    md, sc = model(), scaler()
+    opt = frt.DistributedOptimizer(SGD(md.parameters()), comm=comm, fusion_bytes=600)
+    for s in range(steps):
+        opt.zero_grad()
+        sc.scale(amp_loss(md, *batch(s, ME))).backward()
+        opt.synchronize()
+        sc.unscale_(opt)
+        clip(md.parameters())
+        with opt.skip_synchronize() if skip else contextlib.nullcontext():
+            sc.step(opt)
+        sc.update()
+        assert sc.get_scale() == scales[s]
+    for a, b in zip(m.parameters(), md.parameters()):
+        assert same_on_every_rank(b)
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
+
+
+def test_skip_synchronize_refuses_unreduced_gradients(comm):
+    m = model()
+    opt = frt.DistributedOptimizer(SGD(m.parameters()), comm=comm)
+    torch.nn.functional.cross_entropy(m(batch(0, ME)[0]), batch(0, ME)[1]).backward()
+    with pytest.raises(fr.FastReduceError, match="call synchronize"):
+        with opt.skip_synchronize():
+            opt.step()
+    opt.step()   # the optimizer is left usable
 
 
 @pytest.mark.parametrize("fusion,compression", [(600, "none"), (25 << 20, "none"), (25 << 20, "fp16")])
