@@ -19,9 +19,11 @@ import io
 import queue
 import socket
 import threading
+import weakref
 
 import numpy as np
 import torch
+import torch.utils.weak
 
 import fastreduce as _fr
 from fastreduce import AVG, SUM
@@ -284,9 +286,20 @@ def _buckets(params, fusion_bytes):
     return out
 
 
+# Each parameter's DistributedOptimizer (a weak reference): the one whose
+# hooks it has, which a newer one on the same parameter closes.
+_owners = torch.utils.weak.WeakIdKeyDictionary()
+
+
+def _remove_hooks(handles):
+    for h in handles:
+        h.remove()
+    handles.clear()
+
+
 class _DistributedOptimizer:
     """The methods a DistributedOptimizer adds to the wrapped optimizer's
-    class (see DistributedOptimizer())."""
+    class (see DistributedOptimizer()); _fr_base is that class."""
 
     def _fr_setup(self, named_parameters, comm, fusion_bytes, compression, backward_passes_per_step, op,
                   average_aggregated_gradients, shared_buckets):
@@ -301,6 +314,8 @@ class _DistributedOptimizer:
             unnamed = [p for p in params if id(p) not in self._fr_names]
             if unnamed:
                 raise _fr.ArgumentError(1, "named_parameters lacks %d of the optimizer's parameters" % len(unnamed))
+        self._fr_closed = None
+        self._fr_take(params)
         self._fr_comm = _comm(comm)
         self._fr_wire = compression.dtype
         self._fr_op = op
@@ -316,7 +331,42 @@ class _DistributedOptimizer:
         # whether the gradients are reduced since the last step() or zero_grad()
         # (synchronize() then step() reduces once), and inside skip_synchronize()
         self._fr_synchronized = self._fr_skip = False
-        self._fr_hooks = [p.register_post_accumulate_grad_hook(self._fr_ready) for p in params]
+        # The hooks hold the optimizer weakly, so that one the program drops
+        # is collected (its finalizer removes them) rather than kept by its
+        # parameters and still counting their gradients.
+        ref = weakref.ref(self)
+
+        def ready(p):
+            opt = ref()
+            if opt is not None:
+                opt._fr_ready(p)
+        self._fr_hooks = [p.register_post_accumulate_grad_hook(ready) for p in params]
+        weakref.finalize(self, _remove_hooks, self._fr_hooks).atexit = False
+
+    def _fr_take(self, params):
+        """Become @p params' DistributedOptimizer: the ones they had are
+        closed (a parameter's gradient is counted by one optimizer only), after
+        refusing if they have gradients not reduced."""
+        olds = {id(o): o for o in (_owners[p]() if p in _owners else None for p in params)
+                if o is not None and o is not self}
+        for o in olds.values():
+            if o._fr_closed is None and o._fr_pending():
+                raise _fr.ArgumentError(1, "these parameters' DistributedOptimizer has gradients not reduced: call "
+                                        "its step() or synchronize() before wrapping them in another")
+        for o in olds.values():
+            o._fr_close("its parameters were wrapped by a newer DistributedOptimizer: use that one")
+        ref = weakref.ref(self)
+        for p in params:
+            _owners[p] = ref
+
+    def _fr_close(self, why):
+        _remove_hooks(self._fr_hooks)
+        self._fr_buckets, self._fr_bucket_of, self._fr_passes = [], {}, {}
+        self._fr_closed = why
+
+    def _fr_usable(self):
+        if self._fr_closed is not None:
+            raise _fr.FastReduceError(6, "this DistributedOptimizer is closed: " + self._fr_closed)
 
     def _fr_name(self, p):
         return self._fr_names.get(id(p), "a parameter of shape %s" % tuple(p.shape))
@@ -390,6 +440,7 @@ class _DistributedOptimizer:
         did not come, as zeros) and leave the averages in .grad; the next
         step() applies them without reducing again (collective: every rank
         calls it at the same point)."""
+        self._fr_usable()
         for b in self._fr_buckets:
             b.ready = True
         self._fr_start_ready()
@@ -420,6 +471,7 @@ class _DistributedOptimizer:
     def step(self, closure=None):
         """Reduce the gradients unless synchronize() did since the last
         step() or zero_grad(), then the optimizer's step."""
+        self._fr_usable()
         if self._fr_skip:
             if self._fr_pending():   # (the optimizer would read gradients the library is writing)
                 raise _fr.FastReduceError(18, "step() inside skip_synchronize() with gradients not reduced: call "
@@ -427,17 +479,18 @@ class _DistributedOptimizer:
         elif not self._fr_synchronized:
             self.synchronize()
         self._fr_synchronized = False
-        return super(self.__class__, self).step(closure)
+        return self._fr_base.step(self, closure)
 
     def zero_grad(self, set_to_none=True):
         """As the optimizer's, but a shared bucket's gradients stay its views,
         zeroed (as DDP's gradient_as_bucket_view keeps them)."""
+        self._fr_usable()
         if self._fr_pending():
             raise _fr.FastReduceError(18, "zero_grad() while gradients' allreduces are pending: call step() or "
                                       "synchronize() first (with a GradScaler: synchronize() before "
                                       "scaler.unscale_() or scaler.step())")
         self._fr_synchronized = False
-        super(self.__class__, self).zero_grad(set_to_none)
+        self._fr_base.zero_grad(self, set_to_none)
         for b in self._fr_buckets:
             if b.flat is not None and self._fr_wire is None:
                 b.flat.zero_()
@@ -461,11 +514,18 @@ def DistributedOptimizer(optimizer, named_parameters=None, comm=None, fusion_byt
     reduced in place by one zero-copy allreduce; without compression the
     gradients are views of it (backward accumulates there, and zero_grad
     zeroes them in place rather than dropping them). The result is an
-    instance of the optimizer's own class, with its param_groups and state."""
+    instance of the optimizer's own class, with its param_groups and state.
+    Wrapping parameters that a DistributedOptimizer has (a new optimizer
+    for them, or this one wrapped again) closes that one: its step() and
+    zero_grad() raise from then on."""
+    # (a DistributedOptimizer wrapped again: a subclass of the same optimizer
+    # class, so that its methods call that class's, never themselves)
+    base = getattr(optimizer, "_fr_base", optimizer.__class__)
     methods = {k: v for k, v in vars(_DistributedOptimizer).items() if k not in ("__dict__", "__weakref__")}
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), methods)
+    cls = type(base.__name__, (base,), dict(methods, _fr_base=base))
     opt = cls.__new__(cls)
-    opt.__dict__.update(optimizer.__dict__)   # the same param_groups, state, defaults and hooks
+    # the same param_groups, state, defaults and hooks (not the wrapper's own state)
+    opt.__dict__.update({k: v for k, v in optimizer.__dict__.items() if not k.startswith("_fr_")})
     opt._fr_setup(named_parameters, comm, fusion_bytes, compression, backward_passes_per_step, op,
                   average_aggregated_gradients, shared_buckets)
     return opt

@@ -5,6 +5,8 @@ broadcasts. References are computed from every rank's inputs on every
 rank (each rank can make every rank's data), never with fastreduce."""
 import contextlib
 import copy
+import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -386,6 +388,53 @@ def test_skip_synchronize_refuses_unreduced_gradients(comm):
         with opt.skip_synchronize():
             opt.step()
     opt.step()   # the optimizer is left usable
+
+
+PLAIN = lambda ps: torch.optim.SGD(ps, lr=0.1)   # noqa: E731 (no state: a new one continues as the old)
+
+
+def one_step(m, opt, s):
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(m(batch(s, ME)[0]), batch(s, ME)[1]).backward()
+    opt.step()
+
+
+def test_optimizer_wrapped_again(comm):
+    """New DistributedOptimizers on the same parameters, the old ones still
+    referenced, and a DistributedOptimizer wrapped again: each continues
+    the training as one optimizer would (by hand); the ones before are
+    closed, and a dropped one is collected with its hooks."""
+    want = by_hand(PLAIN, 6, 1, False)
+    m = model()
+    first = frt.DistributedOptimizer(PLAIN(m.parameters()), comm=comm, fusion_bytes=600)
+    one_step(m, first, 0)
+    second = frt.DistributedOptimizer(PLAIN(m.parameters()), comm=comm, fusion_bytes=600)
+    one_step(m, second, 1)
+    one_step(m, second, 2)
+    third = frt.DistributedOptimizer(second, comm=comm, fusion_bytes=0)   # wrapped again
+    one_step(m, third, 3)
+    one_step(m, third, 4)
+    assert type(third).__mro__[1] is torch.optim.SGD
+    for old in (first, second):
+        for call in (old.step, old.zero_grad, old.synchronize):
+            with pytest.raises(fr.FastReduceError, match="closed: its parameters were wrapped by a newer"):
+                call()
+    dropped = weakref.ref(third)
+    del third
+    gc.collect()
+    assert dropped() is None
+    assert all(not p._post_accumulate_grad_hooks for p in m.parameters())
+    last = frt.DistributedOptimizer(PLAIN(m.parameters()), comm=comm)
+    one_step(m, last, 5)
+    assert all(len(p._post_accumulate_grad_hooks) == 1 for p in m.parameters())
+    for a, b in zip(want, m.parameters()):
+        assert same_on_every_rank(b)
+        torch.testing.assert_close(b.detach(), a, rtol=1e-5, atol=1e-5)
+    # not while the one before has gradients to reduce
+    torch.nn.functional.cross_entropy(m(batch(6, ME)[0]), batch(6, ME)[1]).backward()
+    with pytest.raises(fr.ArgumentError, match="gradients not reduced: call its step"):
+        frt.DistributedOptimizer(PLAIN(m.parameters()), comm=comm)
+    last.synchronize()
 
 
 @pytest.mark.parametrize("fusion,compression", [(600, "none"), (25 << 20, "none"), (25 << 20, "fp16")])
