@@ -234,36 +234,45 @@ class Compression:
 
 
 class _Bucket:
-    __slots__ = ("params", "pending", "ready", "work", "wire", "flat", "views")
+    __slots__ = ("params", "pending", "ready", "work", "wire", "flags", "made", "flat", "views")
 
     def __init__(self, params):
         self.params, self.pending, self.ready, self.work, self.wire = params, len(params), False, None, None
+        # each parameter's flag, reduced with the bucket (1 where a rank made
+        # a gradient), and this rank's own (see _fr_start)
+        self.flags, self.made = None, None
         self.flat, self.views = None, None   # a CPU bucket's shared buffer, and each parameter's view of it
 
     def share(self, wire_dtype):
         """Give a CPU bucket one flat buffer in shared memory (fastreduce.torch.empty)
-        of its gradients' type on the wire, and each parameter a view of it;
-        without compression the views become the gradients, so backward
-        accumulates into the buffer that the zero-copy allreduce reads."""
+        of its gradients' type on the wire, the flags after them, and each
+        parameter a view of it; without compression the views become the
+        gradients, so backward accumulates into the buffer that the zero-copy
+        allreduce reads. Returns the parameters given a zero view for None."""
         p0 = self.params[0]
         if p0.device.type != "cpu":
-            return
-        self.flat = empty(sum(p.numel() for p in self.params), dtype=wire_dtype or p0.dtype)
+            return []
+        n = sum(p.numel() for p in self.params)
+        self.flat = empty(n + len(self.params), dtype=wire_dtype or p0.dtype)
         self.views, off = [], 0
         for p in self.params:
             self.views.append(self.flat[off:off + p.numel()].view_as(p))
             off += p.numel()
-        if wire_dtype is None:
-            self.attach()
+        self.flags = self.flat[n:]
+        return self.attach() if wire_dtype is None else []
 
     def attach(self):
-        """Make the views the gradients again (their values kept, or zeros)."""
+        """Make the views the gradients again (their values kept, or zeros
+        for None); returns the parameters whose gradient was None."""
+        none = []
         for p, v in zip(self.params, self.views):
             if p.grad is None:
                 v.zero_()
+                none.append(p)
             elif p.grad.data_ptr() != v.data_ptr():
                 v.copy_(p.grad)
             p.grad = v
+        return none
 
 
 def _buckets(params, fusion_bytes):
@@ -322,9 +331,11 @@ class _DistributedOptimizer:
         self._fr_passes_per_step = backward_passes_per_step
         self._fr_average_passes = average_aggregated_gradients
         self._fr_buckets = _buckets(params, fusion_bytes)
+        self._fr_old = {}   # id(p): (weak reference to a .grad this optimizer left, whether a stand-in)
         if shared_buckets:
             for b in self._fr_buckets:
-                b.share(self._fr_wire)
+                for p in b.share(self._fr_wire):
+                    self._fr_mark(p, True)
         self._fr_bucket_of = {id(p): b for b in self._fr_buckets for p in b.params}
         self._fr_passes = {id(p): 0 for p in params}
         self._fr_next = 0   # the first bucket not started: buckets start in order on every rank
@@ -392,44 +403,95 @@ class _DistributedOptimizer:
             self._fr_start(self._fr_buckets[self._fr_next])
             self._fr_next += 1
 
+    def _fr_mark(self, p, stand_in):
+        """Record @p p's .grad as one this optimizer left: the reduced
+        gradient, or (@p stand_in) a zero view standing for None."""
+        if p.grad is None:
+            self._fr_old.pop(id(p), None)
+        else:
+            self._fr_old[id(p)] = (weakref.ref(p.grad), stand_in)
+
+    def _fr_left(self, p):
+        """"stand-in" or "reduced" while @p p's .grad is what this optimizer
+        left there, else None."""
+        old = self._fr_old.get(id(p))
+        if old is None or p.grad is None or old[0]() is not p.grad:
+            return None
+        return "stand-in" if old[1] else "reduced"
+
+    def _fr_made(self, p):
+        """Whether this rank has a gradient for @p p made since the last
+        reduction: backward made it (its hook), or the program put it in
+        .grad (and did not set .grad to None since)."""
+        return p.grad is not None and (self._fr_passes.get(id(p), 0) > 0 or self._fr_left(p) is None)
+
     def _fr_start(self, b):
+        """Start @p b's allreduce, with each parameter's flag: 1 where this
+        rank made a gradient, else 0 and zeros in its place (a gradient
+        reduced before, or a stand-in, must not be summed again), so that
+        the reduction tells which parameters no rank gave a gradient."""
+        b.made = [self._fr_made(p) for p in b.params]
         if b.flat is not None:
             self._fr_start_flat(b)
             return
-        for p in b.params:
-            if p.grad is None:   # not used this step on this rank: zeros, as every rank must send
-                p.grad = torch.zeros_like(p)
-        grads = [p.grad for p in b.params]
-        comm = self._fr_comm
-        if self._fr_wire is None and all(g.is_contiguous() for g in grads):
-            b.wire = grads
-            b.work = comm.allreduce_group(grads, op=self._fr_op, async_op=True)
-            return
-        b.wire = [g.to(self._fr_wire or g.dtype).contiguous() for g in grads]
-        op = self._fr_op
-        if self._fr_wire is not None and op == AVG:
-            for w in b.wire:   # (divided first: a narrow type's sum could overflow)
+        op, comm, wire = self._fr_op, self._fr_comm, self._fr_wire
+        dtype = wire or b.params[0].dtype
+        # (.to().contiguous() is the gradient itself where it can travel as it is)
+        b.wire = [p.grad.to(dtype).contiguous() if made else torch.zeros(p.shape, dtype=dtype, device=p.device)
+                  for p, made in zip(b.params, b.made)]
+        b.flags = torch.tensor(b.made, dtype=dtype, device=b.params[0].device)
+        bufs = b.wire + [b.flags]
+        if wire is not None and op == AVG:
+            for w in bufs:   # (divided first: a narrow type's sum could overflow)
                 w.div_(comm.size)
             op = SUM
-        b.work = comm.allreduce_group(b.wire, op=op, async_op=True)
+        b.work = comm.allreduce_group(bufs, op=op, async_op=True)
 
     def _fr_start_flat(self, b):
         """A shared bucket: its gradients are its views already (without
         compression; one the program replaced is copied back in), or are
         converted into them; one in-place allreduce of the whole buffer."""
         op, comm = self._fr_op, self._fr_comm
-        if self._fr_wire is None:
-            b.attach()
-        else:
-            for p, v in zip(b.params, b.views):
-                if p.grad is None:
-                    p.grad = torch.zeros_like(p)
+        for p, v, made in zip(b.params, b.views, b.made):
+            if not made:
+                if p.grad is v and self._fr_left(p) == "reduced":
+                    p.grad = v.clone()   # kept, should no rank make a new one
+                v.zero_()
+            elif p.grad is not v:
                 v.copy_(p.grad)
-            if op == AVG:
-                b.flat.div_(comm.size)
-                op = SUM
+                if self._fr_wire is None:
+                    p.grad = v
+        b.flags.copy_(torch.tensor(b.made))
+        if self._fr_wire is not None and op == AVG:
+            b.flat.div_(comm.size)
+            op = SUM
         b.wire = b.views
         b.work = comm.allreduce(b.flat, op=op, async_op=True)
+
+    def _fr_finish(self, b):
+        """Wait for @p b and leave each parameter's result in .grad: the
+        reduced gradient where some rank made one; where none did, the
+        gradient it had (None for a stand-in), as a plain optimizer's, which
+        then leaves the parameter as it is."""
+        b.work.wait()
+        k = self._fr_passes_per_step if self._fr_average_passes else 1
+        for p, w, made, flag in zip(b.params, b.wire, b.made, b.flags.tolist()):
+            if flag <= 0:
+                if self._fr_left(p) == "stand-in":
+                    p.grad = None
+            else:
+                if p.grad is w:
+                    pass
+                elif made:
+                    p.grad.copy_(w)
+                else:
+                    p.grad = w.to(p.dtype)   # (w itself where the type is the same)
+                if k > 1:
+                    p.grad.div_(k)
+            self._fr_mark(p, False)
+        b.work, b.wire, b.made, b.ready, b.pending = None, None, None, False, len(b.params)
+        if b.flat is None:
+            b.flags = None
 
     def _fr_pending(self):
         """Whether gradients were made since the last reduction (some may be reducing)."""
@@ -445,13 +507,7 @@ class _DistributedOptimizer:
             b.ready = True
         self._fr_start_ready()
         for b in self._fr_buckets:
-            b.work.wait()
-            for p, w in zip(b.params, b.wire):
-                if w is not p.grad:
-                    p.grad.copy_(w)
-                if self._fr_average_passes and self._fr_passes_per_step > 1:
-                    p.grad.div_(self._fr_passes_per_step)
-            b.work, b.wire, b.ready, b.pending = None, None, False, len(b.params)
+            self._fr_finish(b)
         for k in self._fr_passes:
             self._fr_passes[k] = 0
         self._fr_next = 0
@@ -491,10 +547,13 @@ class _DistributedOptimizer:
                                       "scaler.unscale_() or scaler.step())")
         self._fr_synchronized = False
         self._fr_base.zero_grad(self, set_to_none)
+        if not set_to_none:   # zeros in place: gradients, as the plain optimizer's (not ones reduced before)
+            self._fr_old = {k: v for k, v in self._fr_old.items() if v[1]}
         for b in self._fr_buckets:
             if b.flat is not None and self._fr_wire is None:
                 b.flat.zero_()
-                b.attach()
+                for p in b.attach():
+                    self._fr_mark(p, True)
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, comm=None, fusion_bytes=25 << 20,

@@ -481,6 +481,90 @@ def test_shared_memory_allreduce_and_bcast(comm, make):
     assert fr.empty(0).size == 0 and frt.empty((0, 3)).shape == (0, 3)
 
 
+class Partly(torch.nn.Module):
+    """model() and two more layers: `some`, used by rank 0 only, and
+    `never`, used by no rank."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = model()
+        self.some = torch.nn.Linear(3, 3)
+        self.never = torch.nn.Linear(3, 3)
+
+    def forward(self, x, rank):
+        out = self.body(x)
+        return self.some(out) if rank == 0 else out
+
+
+DECAY = lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.1)   # noqa: E731 (moves zero gradients)
+
+
+@pytest.mark.parametrize("shared,fusion,compression,tol", [
+    (True, 25 << 20, "none", 1e-5), (False, 25 << 20, "none", 1e-5), (True, 0, "none", 1e-5), (False, 0, "none", 1e-5),
+    (True, 25 << 20, "fp16", 3e-3), (False, 600, "bf16", 3e-2)])
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_parameters_without_gradients(comm, shared, fusion, compression, tol, set_to_none):
+    """A parameter no rank gave a gradient keeps .grad None and is not
+    moved (weight decay, momentum), as by a plain optimizer; one that some
+    ranks used is reduced with zeros from the others (as DDP's
+    find_unused_parameters). Reference: every rank's gradients by hand,
+    None where no rank made one, with the same zero_grad()."""
+    torch.manual_seed(0)
+    ref = Partly()
+    m = copy.deepcopy(ref)
+    opt = DECAY(ref.parameters())
+    for s in range(3):
+        opt.zero_grad(set_to_none=set_to_none)
+        grads = {}
+        for r in range(NP):
+            mr = copy.deepcopy(ref)
+            x, y = batch(s, r)
+            torch.nn.functional.cross_entropy(mr(x, r), y).backward()
+            for name, p in mr.named_parameters():
+                if p.grad is not None:
+                    grads[name] = grads.get(name, 0) + p.grad.double()
+        for name, p in ref.named_parameters():
+            if name in grads:
+                p.grad = (grads[name] / NP).float()
+        opt.step()
+    assert ref.never.weight.grad is None
+
+    opt = frt.DistributedOptimizer(DECAY(m.parameters()), comm=comm, shared_buckets=shared, fusion_bytes=fusion,
+                                   compression=getattr(frt.Compression, compression))
+    never = [t.detach().clone() for t in m.never.parameters()]
+    for s in range(3):
+        opt.zero_grad(set_to_none=set_to_none)
+        x, y = batch(s, ME)
+        torch.nn.functional.cross_entropy(m(x, ME), y).backward()
+        opt.step()
+        assert m.never.weight.grad is None and m.never.bias.grad is None
+        assert m.some.weight.grad is not None
+    for a, b in zip(never, m.never.parameters()):
+        assert torch.equal(a, b.detach())
+    for (name, a), b in zip(ref.named_parameters(), m.parameters()):
+        assert same_on_every_rank(b), name
+        torch.testing.assert_close(b.detach(), a.detach(), rtol=tol, atol=tol, msg=name)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_step_again_without_a_new_gradient(comm, shared):
+    """step() twice on one backward (op SUM): the second applies the sum
+    again, as a plain optimizer would, rather than summing the sum."""
+    m = model()
+    start = [p.detach().clone() for p in m.parameters()]
+    sums = [0] * len(start)
+    for r in range(NP):
+        mr = copy.deepcopy(m)
+        torch.nn.functional.cross_entropy(mr(batch(0, r)[0]), batch(0, r)[1]).backward()
+        sums = [a + p.grad.double() for a, p in zip(sums, mr.parameters())]
+    opt = frt.DistributedOptimizer(PLAIN(m.parameters()), comm=comm, op=fr.SUM, shared_buckets=shared)
+    torch.nn.functional.cross_entropy(m(batch(0, ME)[0]), batch(0, ME)[1]).backward()
+    opt.step()
+    opt.step()
+    for p0, g, p in zip(start, sums, m.parameters()):
+        torch.testing.assert_close(p.detach(), p0 - 2 * 0.1 * g.float(), rtol=1e-5, atol=1e-5)
+
+
 def test_optimizer_unused_parameter_and_misuse(comm):
     m = model()
     extra = torch.nn.Parameter(torch.ones(4))   # never gets a gradient
@@ -491,7 +575,13 @@ def test_optimizer_unused_parameter_and_misuse(comm):
     with pytest.raises(fr.FastReduceError, match="zero_grad"):
         opt.zero_grad()
     opt.step()
-    assert torch.equal(extra.detach(), torch.ones(4))   # a zero gradient on every rank
+    assert torch.equal(extra.detach(), torch.ones(4)) and extra.grad is None   # no gradient on any rank
+    last = m[4].bias.detach().clone()
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(m(x), y).backward()
+    m[4].bias.grad = None   # dropped after backward, on every rank: no gradient
+    opt.step()
+    assert m[4].bias.grad is None and torch.equal(m[4].bias.detach(), last)
     torch.nn.functional.cross_entropy(m(x), y).backward()
     with pytest.raises(fr.FastReduceError, match="2 times before step"):
         torch.nn.functional.cross_entropy(m(x), y).backward()
