@@ -316,7 +316,7 @@ class _DistributedOptimizer:
             raise _fr.ArgumentError(1, "backward_passes_per_step must be at least 1")
         if op not in (AVG, SUM):
             raise _fr.ArgumentError(1, "op must be fastreduce.AVG or SUM, not %r" % (op,))
-        params = [p for g in self.param_groups for p in g["params"] if p.requires_grad]
+        params = self._fr_trainable()
         self._fr_names = {}
         if named_parameters is not None:
             self._fr_names = {id(p): name for name, p in named_parameters}
@@ -324,21 +324,13 @@ class _DistributedOptimizer:
             if unnamed:
                 raise _fr.ArgumentError(1, "named_parameters lacks %d of the optimizer's parameters" % len(unnamed))
         self._fr_closed = None
-        self._fr_take(params)
         self._fr_comm = _comm(comm)
         self._fr_wire = compression.dtype
         self._fr_op = op
         self._fr_passes_per_step = backward_passes_per_step
         self._fr_average_passes = average_aggregated_gradients
-        self._fr_buckets = _buckets(params, fusion_bytes)
+        self._fr_fusion, self._fr_shared = fusion_bytes, shared_buckets
         self._fr_old = {}   # id(p): (weak reference to a .grad this optimizer left, whether a stand-in)
-        if shared_buckets:
-            for b in self._fr_buckets:
-                for p in b.share(self._fr_wire):
-                    self._fr_mark(p, True)
-        self._fr_bucket_of = {id(p): b for b in self._fr_buckets for p in b.params}
-        self._fr_passes = {id(p): 0 for p in params}
-        self._fr_next = 0   # the first bucket not started: buckets start in order on every rank
         # whether the gradients are reduced since the last step() or zero_grad()
         # (synchronize() then step() reduces once), and inside skip_synchronize()
         self._fr_synchronized = self._fr_skip = False
@@ -351,8 +343,36 @@ class _DistributedOptimizer:
             opt = ref()
             if opt is not None:
                 opt._fr_ready(p)
-        self._fr_hooks = [p.register_post_accumulate_grad_hook(ready) for p in params]
+        self._fr_hook, self._fr_hooks = ready, []
         weakref.finalize(self, _remove_hooks, self._fr_hooks).atexit = False
+        self._fr_layout(params, True)
+
+    def _fr_trainable(self):
+        """The parameters of the param groups that require gradients, in order."""
+        return [p for g in self.param_groups for p in g["params"] if p.requires_grad]
+
+    def _fr_layout(self, params, at_setup):
+        """Bucket and hook @p params (the trainable ones, _fr_trainable()),
+        at setup or after a step's reduction; the .grad of each keeps what it
+        stood for (reduced before, or a stand-in for None)."""
+        left = {id(p): self._fr_left(p) for p in params}
+        self._fr_take(params)   # (first: it may refuse)
+        _remove_hooks(self._fr_hooks)
+        self._fr_ids = [id(p) for p in params]
+        self._fr_buckets = _buckets(params, self._fr_fusion)
+        for b in self._fr_buckets if self._fr_shared else ():
+            for p in b.share(self._fr_wire):
+                if at_setup:
+                    left[id(p)] = "stand-in"   # the views are the gradients from the start
+                else:
+                    p.grad = None   # as the reduction left it: the step must see None
+        for p in params:
+            if left[id(p)] is not None:
+                self._fr_mark(p, left[id(p)] == "stand-in")
+        self._fr_bucket_of = {id(p): b for b in self._fr_buckets for p in b.params}
+        self._fr_passes = {id(p): 0 for p in params}
+        self._fr_next = 0   # the first bucket not started: buckets start in order on every rank
+        self._fr_hooks.extend(p.register_post_accumulate_grad_hook(self._fr_hook) for p in params)
 
     def _fr_take(self, params):
         """Become @p params' DistributedOptimizer: the ones they had are
@@ -511,6 +531,16 @@ class _DistributedOptimizer:
         for k in self._fr_passes:
             self._fr_passes[k] = 0
         self._fr_next = 0
+        trainable = self._fr_trainable()
+        if [id(p) for p in trainable] != self._fr_ids:
+            # requires_grad changed, or a param group came: the parameters
+            # that had no bucket are reduced now (those with gradients), and
+            # the buckets made again for the next steps (as every rank does:
+            # each changes its parameters as the others do)
+            for b in _buckets([p for p in trainable if id(p) not in self._fr_bucket_of], self._fr_fusion):
+                self._fr_start(b)
+                self._fr_finish(b)
+            self._fr_layout(trainable, False)
         self._fr_synchronized = True
 
     @contextlib.contextmanager

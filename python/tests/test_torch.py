@@ -546,6 +546,63 @@ def test_parameters_without_gradients(comm, shared, fusion, compression, tol, se
         torch.testing.assert_close(b.detach(), a.detach(), rtol=tol, atol=tol, msg=name)
 
 
+def changing(s, m, opt):
+    """Before step @p s (-1: before the optimizer is made): which layers of
+    m (model() and a Linear(3, 3)) train. m[0][0] is frozen at first and
+    unfrozen at step 2; m[1] comes in a param group of its own at step 3;
+    m[0][2] is frozen at step 4."""
+    if s == -1:
+        m[0][0].requires_grad_(False)
+        m[1].requires_grad_(False)
+    elif s == 2:
+        m[0][0].requires_grad_(True)
+    elif s == 3:
+        m[1].requires_grad_(True)
+        opt.add_param_group({"params": list(m[1].parameters())})
+    elif s == 4:
+        m[0][2].requires_grad_(False)
+
+
+@pytest.mark.parametrize("shared,fusion", [(True, 600), (False, 600), (True, 25 << 20), (False, 0)])
+def test_parameters_frozen_and_unfrozen(comm, shared, fusion):
+    """Parameters that start or stop requiring gradients after the
+    optimizer is made, and a param group added: each step reduces the
+    gradients that exist, as by hand (None where none), and moves nothing
+    frozen; the ranks stay identical."""
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(model(), torch.nn.Linear(3, 3))
+    m = copy.deepcopy(ref)
+    changing(-1, ref, None)
+    opt = DECAY(ref[0].parameters())
+    for s in range(6):
+        changing(s, ref, opt)
+        opt.zero_grad()
+        grads = {}
+        for r in range(NP):
+            mr = copy.deepcopy(ref)
+            torch.nn.functional.cross_entropy(mr(batch(s, r)[0]), batch(s, r)[1]).backward()
+            for name, p in mr.named_parameters():
+                if p.grad is not None:
+                    grads[name] = grads.get(name, 0) + p.grad.double()
+        for name, p in ref.named_parameters():
+            p.grad = (grads[name] / NP).float() if name in grads else None
+        opt.step()
+
+    changing(-1, m, None)
+    opt = frt.DistributedOptimizer(DECAY(m[0].parameters()), comm=comm, shared_buckets=shared, fusion_bytes=fusion)
+    for s in range(6):
+        changing(s, m, opt)
+        frozen = [p.detach().clone() for p in m.parameters() if not p.requires_grad]
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(m(batch(s, ME)[0]), batch(s, ME)[1]).backward()
+        opt.step()
+        assert all(torch.equal(a, p.detach()) for a, p in zip(frozen, (p for p in m.parameters()
+                                                                       if not p.requires_grad)))
+    for (name, a), b in zip(ref.named_parameters(), m.parameters()):
+        assert same_on_every_rank(b), name
+        torch.testing.assert_close(b.detach(), a.detach(), rtol=1e-5, atol=1e-5, msg=name)
+
+
 @pytest.mark.parametrize("shared", [True, False])
 def test_step_again_without_a_new_gradient(comm, shared):
     """step() twice on one backward (op SUM): the second applies the sum
