@@ -556,7 +556,9 @@ class _DistributedOptimizer:
 
     def step(self, closure=None):
         """Reduce the gradients unless synchronize() did since the last
-        step() or zero_grad(), then the optimizer's step."""
+        step() or zero_grad(), then the optimizer's step; the gradients of
+        each call of @p closure in it (LBFGS calls it several times) are
+        reduced before the optimizer reads them."""
         self._fr_usable()
         if self._fr_skip:
             if self._fr_pending():   # (the optimizer would read gradients the library is writing)
@@ -564,8 +566,18 @@ class _DistributedOptimizer:
                                           "synchronize() before it")
         elif not self._fr_synchronized:
             self.synchronize()
-        self._fr_synchronized = False
-        return self._fr_base.step(self, closure)
+        if closure is None:
+            self._fr_synchronized = False
+            return self._fr_base.step(self)
+
+        def reduced():
+            loss = closure()
+            self.synchronize()
+            return loss
+        try:
+            return self._fr_base.step(self, reduced)
+        finally:
+            self._fr_synchronized = False
 
     def zero_grad(self, set_to_none=True):
         """As the optimizer's, but a shared bucket's gradients stay its views,

@@ -604,6 +604,43 @@ def test_parameters_frozen_and_unfrozen(comm, shared, fusion):
 
 
 @pytest.mark.parametrize("shared", [True, False])
+def test_step_with_a_closure(comm, shared):
+    """LBFGS, whose step() calls the closure (zero_grad, backward) several
+    times and reads the gradients after each: reduced after each call, the
+    steps are those of LBFGS on the loss averaged over the ranks by hand."""
+    def lbfgs(ps):
+        return torch.optim.LBFGS(ps, lr=0.5, max_iter=4, history_size=3)
+    ref = model()
+    opt = lbfgs(ref.parameters())
+
+    def every_rank():
+        opt.zero_grad()
+        loss = sum(torch.nn.functional.cross_entropy(ref(batch(0, r)[0]), batch(0, r)[1]) for r in range(NP)) / NP
+        loss.backward()
+        return loss
+    for _ in range(3):
+        opt.step(every_rank)
+
+    m = model()
+    dopt = frt.DistributedOptimizer(lbfgs(m.parameters()), comm=comm, shared_buckets=shared, fusion_bytes=600)
+    calls = []
+
+    def mine():
+        dopt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(m(batch(0, ME)[0]), batch(0, ME)[1])
+        loss.backward()
+        calls.append(1)
+        # (the loss LBFGS decides on must be the same on every rank too)
+        return comm.allreduce(loss.detach().clone(), op="avg")
+    for _ in range(3):
+        dopt.step(mine)
+    assert len(calls) > 3
+    for a, b in zip(ref.parameters(), m.parameters()):
+        assert same_on_every_rank(b)
+        torch.testing.assert_close(b.detach(), a.detach(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shared", [True, False])
 def test_step_again_without_a_new_gradient(comm, shared):
     """step() twice on one backward (op SUM): the second applies the sum
     again, as a plain optimizer would, rather than summing the sum."""
