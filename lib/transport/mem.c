@@ -129,7 +129,8 @@ fr_status_t fr_mem_alloc(size_t bytes, void **ptr)
     *ptr = NULL;
     if (!bytes) return FR_SUCCESS;
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    if (bytes > SIZE_MAX - HUGE_MIN)
+    /* (a memfd's size is an off_t: past its largest, ftruncate would fail as a system error) */
+    if (bytes > (size_t)INT64_MAX - HUGE_MIN)
         return FR_ERROR(FR_ERR_NO_MEMORY, "fr_mem_alloc: %zu bytes is more than the address space", bytes);
     own_t a;
     int err = 0;

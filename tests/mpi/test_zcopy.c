@@ -185,6 +185,9 @@ static void test_allocator(void)
     TU_CHECK(fr_mem_alloc(8, NULL) == FR_ERR_NULL_POINTER, "fr_mem_alloc(8, NULL) was not refused");
     TU_CHECK(fr_mem_free(NULL) == FR_SUCCESS, "fr_mem_free(NULL) failed");
     TU_CHECK(fr_mem_alloc(SIZE_MAX - 10, &p) == FR_ERR_NO_MEMORY, "an impossible size was not refused");
+    /* (past an off_t, below SIZE_MAX: a memfd cannot be made that long) */
+    fr_status_t big = fr_mem_alloc((size_t)INT64_MAX + 4096, &p);
+    TU_CHECK(big == FR_ERR_NO_MEMORY, "2^63 + 4096 bytes: %s, want FR_ERR_NO_MEMORY", tu_status(big));
     unsigned char *a = NULL;
     if (!TU_CHECK(fr_mem_alloc(10000, (void **)&a) == FR_SUCCESS && a, "fr_mem_alloc(10000): %s", fr_last_error()))
         return;
