@@ -12,6 +12,12 @@
 #define TREE_FANOUT_DEFAULT 2
 #define TREE_FANOUT_MAX     64
 #define TREE_LAG_MAX        64
+/* A parent holds two chunks from each child: a chunk is cut so that this
+ * holds for the largest fanout, whatever chunk= asks (the same on every
+ * rank, as it depends on the call and the fanout alone), so a rule of
+ * fanout 64 and chunks as large as the message cannot ask 128 times the
+ * message of scratch. */
+#define TREE_SCRATCH_MAX    ((size_t)16 << 20)
 #define TREE_STEP_UP        0
 #define TREE_STEP_DOWN      1
 
@@ -69,6 +75,8 @@ static fr_status_t tree_run(fr_call_t *call, struct fr_comm *comm)
     t.call = call;
     t.es = fr_dtype_size(call->dtype);
     t.ce = fr_alg_chunk_elems(call, TREE_CHUNK_DEFAULT, t.es, call->count);
+    size_t ce_max = TREE_SCRATCH_MAX / (2 * (size_t)k * t.es);
+    if (t.ce > ce_max) t.ce = ce_max ? ce_max : 1;
     t.m = (call->count + t.ce - 1) / t.ce;
     t.parent = r ? (r - 1) / k : -1;
     long first = (long)r * k + 1;
