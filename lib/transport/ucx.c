@@ -459,8 +459,9 @@ static fr_status_t p2p_timeout(struct fr_comm *comm, fr_req_t *reqs, int n)
                                req_kind(&reqs[i]), reqs[i].peer);
         if (at >= sizeof peers) break;
     }
+    if (!shown) return FR_SUCCESS;   /* (all completed as the clock ran out: no timeout) */
     release(comm, reqs, n);
-    return fr_wait_timeout(comm, shown ? step : "UCX", shown ? peers : "nothing (it completed as the clock ran out)");
+    return fr_wait_timeout(comm, step, peers);
 }
 
 /* One look at @p n requests: frees the completed ones and sets *pending and
@@ -511,6 +512,7 @@ fr_status_t fr_p2p_wait(struct fr_comm *comm, fr_req_t *reqs, int n)
     ucp_worker_h w = comm->ucx->worker;
     fr_wait_t wt = FR_WAIT_INIT;
     int pending, done, expired = 0;
+    unsigned passes = 0;
     for (;;) {
         FR_CHECK(scan(comm, reqs, n, &pending, &done));
         if (!pending) {
@@ -518,10 +520,19 @@ fr_status_t fr_p2p_wait(struct fr_comm *comm, fr_req_t *reqs, int n)
             return FR_SUCCESS;
         }
         if (!wt.trace_ns) wt.trace_ns = fr_trace_begin();
+        /* a completed request is progress: the timeout counts from it,
+         * also where the clock had just run out */
+        if (done) {
+            wt.start_ns = 0;
+            expired = 0;
+        }
         /* (expired at the last pass, and this scan found them still pending) */
-        if (expired) return p2p_timeout(comm, reqs, n);
-        /* a completed request is progress: the timeout counts from it */
-        if (done) wt.start_ns = 0;
+        if (expired) {
+            FR_CHECK(p2p_timeout(comm, reqs, n));
+            expired = 0;
+            wt.start_ns = 0;
+            continue;
+        }
         if (!ucp_worker_progress(w)) {
             /* Past the spin, sleep until the network has something (at most
              * 1 ms): a yielding rank would wait for the scheduler instead. */
@@ -535,8 +546,10 @@ fr_status_t fr_p2p_wait(struct fr_comm *comm, fr_req_t *reqs, int n)
             }
         }
         /* (checked whether or not the worker had other work: activity that
-         * is not ours must not keep the wait alive) */
-        if (fr_wait_due(comm, &wt) && fr_wait_expired(comm, &wt)) expired = 1;
+         * is not ours must not keep the wait alive, so every 1024th pass
+         * reads the clock too, as polls count only the idle ones) */
+        if ((fr_wait_due(comm, &wt) || (comm->timeout_ns && !(++passes & 1023u))) && fr_wait_expired(comm, &wt))
+            expired = 1;
     }
 }
 
