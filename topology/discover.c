@@ -287,7 +287,9 @@ fr_status_t fr_topo_load(const char *xml, fr_topo_t **out)
     }
     const char *base = xml ? strrchr(xml, '/') : NULL;
     snprintf(t->source, sizeof t->source, "%s", xml ? (base ? base + 1 : xml) : "this machine");
-    t->this_system = hwloc_topology_is_thissystem(h);
+    /* An XML file describes some machine, maybe not this one: its plan is
+     * never applied, even where HWLOC_THISSYSTEM=1 makes hwloc trust it. */
+    t->this_system = !xml && hwloc_topology_is_thissystem(h);
     FR_CHECK_GOTO(read_cpus(t, h), st, done);
     read_distances(t, h);
     FR_CHECK_GOTO(read_io(t, h), st, done);

@@ -488,6 +488,9 @@ run_one 6 "FASTREDUCE_BIND=core FASTREDUCE_NODE_SIZE=2" test_bind
 run_one 2 "FASTREDUCE_BIND=auto" test_bind
 run_one 3 "FASTREDUCE_BIND=gpu" test_bind
 run_one 2 "FASTREDUCE_BIND=gpu FASTREDUCE_TOPO_XML=${srcdir:-$(dirname "$0")/..}/topologies/dgx-8gpu.xml" test_bind
+# HWLOC_THISSYSTEM=1 makes hwloc trust an XML file; it is still another
+# machine's, never applied (one-core.xml would bind every rank to CPU 0).
+run_one 2 "FASTREDUCE_BIND=core HWLOC_THISSYSTEM=1 FASTREDUCE_TOPO_XML=${srcdir:-$(dirname "$0")/..}/topologies/one-core.xml" test_bind
 # GPUs with and without CUDA devices (gpu-mixed-cuda.xml: cuda0 and cuda1 on
 # NUMA 1, two GPUs without one on NUMA 0): each rank is given a CUDA GPU by
 # its CUDA index, near it, with the RoCE NIC beside them; CUDA_VISIBLE_DEVICES
