@@ -1,12 +1,11 @@
 /* Node grouping: real nodes from MPI_Comm_split_type, or faked ones
  * (FASTREDUCE_NODE_SIZE consecutive ranks, or per-rank FASTREDUCE_HOSTID). */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include "topology.h"
 #include "settings.h"
 #include "log.h"
-
-#define HOSTID_LEN 64
 
 /* leader[r] is the lowest rank sharing rank r's node; fill the rest. */
 static fr_status_t fill_from_leaders(MPI_Comm comm, const int *leader, int size, int rank,
@@ -41,6 +40,40 @@ static fr_status_t fill_from_leaders(MPI_Comm comm, const int *leader, int size,
     return FR_SUCCESS;
 }
 
+/* leader[r]: the lowest rank whose node name is rank r's, the names
+ * compared whole (however long: two ids that differ only at their end
+ * are two nodes). Collective over @p comm. */
+static fr_status_t leaders_by_name(MPI_Comm comm, const char *name, int size, int *leader)
+{
+    size_t n = strlen(name);
+    int mine = n > INT_MAX / 2 ? INT_MAX / 2 : (int)n;   /* (an environment variable is never near) */
+    int *len = malloc(sizeof(int) * (size_t)size), *at = malloc(sizeof(int) * (size_t)size);
+    char *all = NULL;
+    int rc = len && at ? PMPI_Allgather(&mine, 1, MPI_INT, len, 1, MPI_INT, comm) : MPI_ERR_NO_MEM;
+    long long total = 0;
+    for (int r = 0; rc == MPI_SUCCESS && r < size; r++) {
+        at[r] = (int)total;
+        total += len[r];
+    }
+    if (rc == MPI_SUCCESS && total > INT_MAX) rc = MPI_ERR_COUNT;   /* every rank sees the same total */
+    if (rc == MPI_SUCCESS && !(all = malloc(total ? (size_t)total : 1))) rc = MPI_ERR_NO_MEM;
+    if (rc == MPI_SUCCESS) rc = PMPI_Allgatherv(name, mine, MPI_CHAR, all, len, at, MPI_CHAR, comm);
+    for (int r = 0; rc == MPI_SUCCESS && r < size; r++) {
+        leader[r] = r;
+        for (int q = 0; q < r; q++)
+            if (len[q] == len[r] && !memcmp(all + at[q], all + at[r], (size_t)len[r])) {
+                leader[r] = q;
+                break;
+            }
+    }
+    free(len);
+    free(at);
+    free(all);
+    if (rc == MPI_ERR_NO_MEM) return FR_ERROR(FR_ERR_NO_MEMORY, "node grouping: out of memory");
+    if (rc == MPI_ERR_COUNT) return FR_ERROR(FR_ERR_CONFIG, "node grouping: the node names add up to over 2 GiB");
+    return rc == MPI_SUCCESS ? FR_SUCCESS : FR_ERROR(FR_ERR_MPI, "node grouping: exchanging node names failed");
+}
+
 /* Once a process: this rank's node size is not rank 0's. */
 static void warn_node_size(int own, int used)
 {
@@ -71,30 +104,16 @@ fr_status_t fr_node_group(MPI_Comm comm, int node_size, const char *hostid, fr_n
     if (rc == MPI_SUCCESS && node_size != own) warn_node_size(own, node_size);
     if (node_size > 0) hostid = NULL;
     int any = node_size > 0 ? 0 : all[0];
+    fr_status_t named = FR_SUCCESS;
 
     if (node_size > 0) {
         for (int r = 0; r < size; r++) leader[r] = r - r % node_size;
     } else if (any) {
-        char mine[HOSTID_LEN] = {0};
-        if (hostid) {
-            strncpy(mine, hostid, HOSTID_LEN - 1);
-        } else {
-            int len;
-            PMPI_Get_processor_name(mine, &len);
-            mine[HOSTID_LEN - 1] = '\0';
-        }
-        char *all = malloc((size_t)size * HOSTID_LEN);
-        if (!all) { free(leader); return FR_ERROR(FR_ERR_NO_MEMORY, "node grouping: out of memory"); }
-        rc |= PMPI_Allgather(mine, HOSTID_LEN, MPI_CHAR, all, HOSTID_LEN, MPI_CHAR, comm);
-        for (int r = 0; r < size; r++) {
-            leader[r] = r;
-            for (int q = 0; q < r; q++)
-                if (!strncmp(all + (size_t)q * HOSTID_LEN, all + (size_t)r * HOSTID_LEN, HOSTID_LEN)) {
-                    leader[r] = q;
-                    break;
-                }
-        }
-        free(all);
+        /* (MPI writes up to MPI_MAX_PROCESSOR_NAME characters; one more keeps a NUL) */
+        char name[MPI_MAX_PROCESSOR_NAME + 1] = {0};
+        int len = 0;
+        if (!hostid) PMPI_Get_processor_name(name, &len);
+        named = leaders_by_name(comm, hostid ? hostid : name, size, leader);
     } else {
         MPI_Comm shared;
         int lead;
@@ -105,8 +124,9 @@ fr_status_t fr_node_group(MPI_Comm comm, int node_size, const char *hostid, fr_n
             rc |= PMPI_Allgather(&lead, 1, MPI_INT, leader, 1, MPI_INT, comm);
         }
     }
-    fr_status_t st = rc == MPI_SUCCESS ? fill_from_leaders(comm, leader, size, rank, out)
-                                       : FR_ERROR(FR_ERR_MPI, "node grouping: an MPI call failed");
+    fr_status_t st = named != FR_SUCCESS ? named
+                     : rc == MPI_SUCCESS ? fill_from_leaders(comm, leader, size, rank, out)
+                                         : FR_ERROR(FR_ERR_MPI, "node grouping: an MPI call failed");
     free(leader);
     if (st != FR_SUCCESS) fr_node_free(out);
     return st;

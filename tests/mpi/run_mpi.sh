@@ -507,6 +507,11 @@ SRCDIR=${srcdir:-$(dirname "$0")/..}
 for np in 3 4; do
     RUN_WRAP="$SRCDIR/mpi/hostid_wrap.sh" run_one "$np" "" test_coll --quick
 done
+# Ids that differ only past their 64th character name two nodes.
+long=rack01-chassis02-blade03-a-very-long-kubernetes-pod-name-0123456789abcdefghij-
+RUN_WRAP="$SRCDIR/mpi/hostid_wrap.sh" run_one 2 "FR_HOSTID_PREFIX=$long FASTREDUCE_DEBUG=INFO" test_bind
+pass_fail "$(grep -q "communicator of 2 ranks on 2 node(s)" "$last_log" && echo 1 || echo 0)" \
+    "np=2 FASTREDUCE_HOSTID=${long}node0|node1: 2 nodes (log: $last_log)"
 
 # The PMPI interposer under an ordinary MPI program (mpi/mpi_program.c): run
 # plain, with LD_PRELOAD=libfastreduce-mpi.so (set for the program only, not
