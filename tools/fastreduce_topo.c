@@ -23,8 +23,8 @@ static void usage(FILE *f)
             "  --xml FILE      read an hwloc XML topology instead of this machine\n"
             "                  (default: FASTREDUCE_TOPO_XML, then HWLOC_XMLFILE, then this machine)\n"
             "  --ranks N       also print the binding plan of N ranks per node\n"
-            "  --bind MODE     plan as FASTREDUCE_BIND=MODE: core, numa, gpu, none (default: gpu when\n"
-            "                  the node has GPUs, else core)\n"
+            "  --bind MODE     plan as FASTREDUCE_BIND=MODE: auto, core, numa, gpu, none (default: auto,\n"
+            "                  what the library does to unbound ranks: gpu when the node has GPUs, else none)\n"
             "  --json          print the same facts as JSON\n"
             "  --plan-only     print only the plan (with --ranks)\n"
             "  --nodes M       the launcher lines are for a job of M nodes, named NODE0.. (default 1)\n"
@@ -94,7 +94,8 @@ static int parse(int argc, char **argv, opts_t *o)
 static int write_rankfile(const opts_t *o, const fr_plan_t *plan, const fr_launch_t *launch)
 {
     if (plan->mode == FR_BIND_NONE) {
-        fprintf(stderr, "fastreduce-topo: --rankfile: the plan binds no rank (--bind none)\n");
+        fprintf(stderr, "fastreduce-topo: --rankfile: the plan binds no rank (--bind none, or auto on a node "
+                        "without GPUs); name a mode: --bind core\n");
         return 2;
     }
     FILE *f = fopen(o->rankfile, "w");

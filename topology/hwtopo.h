@@ -115,7 +115,8 @@ typedef struct fr_plan {
 /* Plan @p nranks local ranks. @p gpu_of_rank gives each rank's GPU (index
  * into t->gpu, -1 for none); NULL means local rank i uses the (i mod n)-th
  * of the n usable GPUs (fr_topo_gpu_usable).
- * AUTO plans as GPU when the node has GPUs and as CORE otherwise. */
+ * AUTO plans as GPU when the node has usable GPUs and as NONE otherwise,
+ * as fr_topo_bind does for a process the launcher left unbound. */
 fr_status_t fr_plan_make(const fr_topo_t *t, int nranks, int mode, const int *gpu_of_rank, fr_plan_t *out);
 void fr_plan_free(fr_plan_t *p);
 /* The OS indices of the PUs of @p r's cores as a list "0-3,16-19". */

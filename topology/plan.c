@@ -122,7 +122,9 @@ fr_status_t fr_plan_make(const fr_topo_t *t, int nranks, int mode, const int *gp
     memset(out, 0, sizeof *out);
     if (nranks < 1) return FR_ERROR(FR_ERR_INVALID_ARG, "binding plan: %d ranks", nranks);
     if (mode < FR_BIND_AUTO || mode > FR_BIND_GPU) return FR_ERROR(FR_ERR_INVALID_ARG, "binding plan: bad mode");
-    if (mode == FR_BIND_AUTO) mode = nth_usable(t, 0) >= 0 ? FR_BIND_GPU : FR_BIND_CORE;
+    /* auto, for a process the launcher left unbound: near the GPUs, and
+     * left alone without one (what fr_topo_bind does, so the tool shows it) */
+    if (mode == FR_BIND_AUTO) mode = nth_usable(t, 0) >= 0 ? FR_BIND_GPU : FR_BIND_NONE;
     out->mode = mode;
     out->nranks = nranks;
     out->rank = calloc((size_t)nranks, sizeof *out->rank);

@@ -57,9 +57,14 @@ for xml in "$here"/*.xml; do
     f=$(basename "$xml" .xml)
     outputs "$f.txt" --xml "$xml"
     outputs "$f.json" --xml "$xml" --json
+    # the plans near the GPUs, or by cores on a node without one (where
+    # the default, auto, binds nothing: $f.auto-2.txt)
+    mode=gpu
+    grep -q "^fingerprint: .*-0gpu-" "$tmp/$f.txt" 2>/dev/null && mode=core
     for n in 1 2 4 8 16; do
-        outputs "$f.plan-$n.txt" --xml "$xml" --ranks "$n" --plan-only
+        outputs "$f.plan-$n.txt" --xml "$xml" --ranks "$n" --bind "$mode" --plan-only
     done
+    outputs "$f.auto-2.txt" --xml "$xml" --ranks 2 --plan-only
 done
 # (numa mode on the fixture with a memory-only NUMA node)
 [ -f "$here/cpuless-numa.xml" ] && outputs cpuless-numa.numa-2.txt --xml "$here/cpuless-numa.xml" --ranks 2 --bind numa --plan-only
@@ -75,6 +80,7 @@ if [ -f "$here/dgx-8gpu.xml" ]; then
     expect "dgx-8gpu: GPU 0 is on mlx5_0's switch and across the sockets from mlx5_3" dgx-8gpu.txt \
         "^GPU 0 +2 +0 +2 +4 +4\$"
     expect "dgx-8gpu: 8 ranks bind like --map-by ppr:8:node:PE=2" dgx-8gpu.plan-8.txt "ppr:8:node:PE=2 --bind-to core"
+    expect "dgx-8gpu: the default (auto) binds near the GPUs" dgx-8gpu.auto-2.txt "FASTREDUCE_BIND=gpu:\$"
     expect "dgx-8gpu: 16 ranks, two per GPU, one core each" dgx-8gpu.plan-16.txt "^  8 +0 +4 +[0-9,-]+ +0 \\(cuda0\\) +mlx5_0\$"
     expect "dgx-8gpu: its last-level caches are the two sockets' L3 of 105 MiB" dgx-8gpu.txt \
         "^last-level caches: 2 L3, 210\\.0 MiB in all\$"
@@ -91,6 +97,8 @@ if [ -f "$here/cpu-only.xml" ]; then
     expect "cpu-only: no GPU in the fingerprint" cpu-only.txt "^fingerprint: .*-0gpu-"
     expect "cpu-only: ranks alternate NUMA nodes" cpu-only.plan-2.txt "^  1 +1 "
     expect "cpu-only: RoCE preferred over plain Ethernet" cpu-only.plan-1.txt "mlx5_0\$"
+    expect "cpu-only: the default (auto) binds nothing without GPUs, as the library" cpu-only.auto-2.txt \
+        "^plan for 2 rank\\(s\\) per node, FASTREDUCE_BIND=none:\$"
 fi
 if [ -f "$here/one-core.xml" ]; then
     expect "one-core: 16 ranks share the one core" one-core.plan-16.txt "^  15 +0 +0 +0 .*\\(shares its cores\\)\$"

@@ -165,7 +165,7 @@ run_real 2 --ranks 2 --bind core --nodes 2
 run_real 1 --ranks 2 --bind core --hosts localhost
 run_real 1 --ranks 3 --bind core --hosts localhost
 # --rankfile FILE writes the same lines as printed, and the line reads FILE
-if "$tool" --ranks 3 --nodes 2 --rankfile "$tmp/written" --plan-only >"$tmp/out" 2>&1 &&
+if "$tool" --ranks 3 --bind core --nodes 2 --rankfile "$tmp/written" --plan-only >"$tmp/out" 2>&1 &&
     diff <(sed -n 's/^      rank /rank /p' "$tmp/out") "$tmp/written" >/dev/null &&
     grep -q "^  Open MPI: mpirun -np 6 --rankfile $tmp/written" "$tmp/out"; then
     ok
