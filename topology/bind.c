@@ -89,10 +89,12 @@ static int my_gpu(const fr_topo_t *t, int local, int *cuda)
     return -1;
 }
 
-/* Point UCX and NCCL at the rank's RDMA NIC, unless the user chose. */
+/* Point UCX and NCCL at the rank's RDMA NIC, unless the user chose; not
+ * at one whose ports are all down (given only when every NIC's are),
+ * which would leave them no device: they choose for themselves. */
 static void nic_env(const fr_topo_nic_t *n)
 {
-    if (!fr_nic_kind_verbs(n->kind)) return;
+    if (!fr_nic_kind_verbs(n->kind) || n->down) return;
     char v[64];
     snprintf(v, sizeof v, "%s:%d", n->name, n->port);
     fr_foreign_offer(FR_F_UCX_NET_DEVICES, v);

@@ -54,6 +54,7 @@ typedef struct fr_topo_nic {
     char name[32];               /* OpenFabrics device (mlx5_0) or interface (eth0) */
     char netdev[64];             /* its network interfaces, comma-separated, "" when none */
     int  kind, port, nports;     /* fr_nic_kind_t; the port to use (the first active one), ports seen */
+    int  down;                   /* 1 when hwloc gives its ports' states and none is active */
     fr_topo_pci_t pci;
     int  numa, package;
 } fr_topo_nic_t;

@@ -108,8 +108,10 @@ static int kind_of(const nic_devs_t *d)
 }
 
 /* The OpenFabrics device's ports: how many, and the first active one
- * (state 4), else the first; without one, a network device's "Port". */
-static void ports(const nic_devs_t *d, int *port, int *nports)
+ * (state 4), else the first; without one, a network device's "Port".
+ * @p down: ports were seen and none is active (a network interface alone
+ * has no state in hwloc, so it is never taken for down). */
+static void ports(const nic_devs_t *d, int *port, int *nports, int *down)
 {
     int first = 0, active = 0;
     *nports = 0;
@@ -126,6 +128,7 @@ static void ports(const nic_devs_t *d, int *port, int *nports)
         if (v) first = atoi(v);
     }
     *port = active ? active : first > 0 ? first : 1;
+    *down = *nports > 0 && !active;
 }
 
 static fr_status_t add_nic(fr_topo_t *t, hwloc_topology_t h, const nic_devs_t *d)
@@ -141,7 +144,7 @@ static fr_status_t add_nic(fr_topo_t *t, hwloc_topology_t h, const nic_devs_t *d
     for (int i = 0; i < d->nnet && o < sizeof n->netdev; i++)
         o += (size_t)snprintf(n->netdev + o, sizeof n->netdev - o, "%s%s", i ? "," : "", d->net[i]->name);
     n->kind = kind_of(d);
-    ports(d, &n->port, &n->nports);
+    ports(d, &n->port, &n->nports, &n->down);
     fr_io_pci_place(d->pci, &n->pci);
     fr_io_locality(h, d->pci ? d->pci : d->ofed ? d->ofed : d->net[0], &n->numa, &n->package);
     return FR_SUCCESS;

@@ -84,8 +84,9 @@ static fr_status_t split_cores(const fr_topo_t *t, fr_plan_t *p)
     return FR_SUCCESS;
 }
 
-/* Nearest NIC: a fabric before plain IP, then by distance from the GPU
- * (or the NUMA node); equally near ones are shared out by @p ord. */
+/* Nearest NIC: one with an active port before one whose ports are all
+ * down (it carries nothing), a fabric before plain IP, then by distance
+ * from the GPU (or the NUMA node); equally near ones are shared out by @p ord. */
 static int pick_nic(const fr_topo_t *t, const fr_plan_rank_t *r, int ord)
 {
     int best = -1, ntied = 0, *key = malloc((size_t)(t->nnics ? t->nnics : 1) * sizeof *key);
@@ -96,7 +97,7 @@ static int pick_nic(const fr_topo_t *t, const fr_plan_rank_t *r, int ord)
         if (r->gpu >= 0) d = fr_topo_gpu_nic_distance(t, r->gpu, n);
         else if (r->numa >= 0 && c->numa == r->numa) d = 2;
         else if (r->numa >= 0 && c->package >= 0 && c->package == t->numa[r->numa].package) d = 3;
-        key[n] = !fr_nic_kind_fabric(c->kind) * 10 + d;
+        key[n] = !!c->down * 100 + !fr_nic_kind_fabric(c->kind) * 10 + d;
         if (best < 0 || key[n] < best) best = key[n];
     }
     for (int n = 0; n < t->nnics; n++) ntied += key[n] == best;

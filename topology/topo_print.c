@@ -25,8 +25,8 @@ static void print_nic(FILE *f, const fr_topo_nic_t *n)
     if (n->nports > 1) snprintf(port, sizeof port, " port %d of %d", n->port, n->nports);
     else if (n->nports == 1 || fr_nic_kind_verbs(n->kind)) snprintf(port, sizeof port, " port %d", n->port);
     int other = n->netdev[0] && strcmp(n->netdev, n->name);
-    fprintf(f, "  NIC %-8s %s%s%s%s  [%s]\n", n->name, fr_nic_kind_name(n->kind), port, other ? "  netdev " : "",
-            other ? n->netdev : "", n->pci.busid[0] ? n->pci.busid : "no PCI");
+    fprintf(f, "  NIC %-8s %s%s%s%s%s  [%s]\n", n->name, fr_nic_kind_name(n->kind), port, n->down ? " (down)" : "",
+            other ? "  netdev " : "", other ? n->netdev : "", n->pci.busid[0] ? n->pci.busid : "no PCI");
 }
 
 void fr_topo_print(FILE *f, const fr_topo_t *t)
@@ -206,8 +206,8 @@ void fr_topo_print_json(FILE *f, const fr_topo_t *t, const fr_plan_t *plan)
         jstr(f, x->netdev);
         fprintf(f, ", \"kind\": ");
         jstr(f, fr_nic_kind_name(x->kind));
-        fprintf(f, ", \"verbs\": %s, \"port\": %d, \"ports\": %d, \"busid\": ",
-                fr_nic_kind_verbs(x->kind) ? "true" : "false", x->port, x->nports);
+        fprintf(f, ", \"verbs\": %s, \"port\": %d, \"ports\": %d, \"down\": %s, \"busid\": ",
+                fr_nic_kind_verbs(x->kind) ? "true" : "false", x->port, x->nports, x->down ? "true" : "false");
         jstr(f, x->pci.busid);
         fprintf(f, ", \"numa\": %d, \"package\": %d}", x->numa, x->package);
     }

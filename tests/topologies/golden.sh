@@ -86,6 +86,15 @@ if [ -f "$here/dgx-8gpu.xml" ]; then
         "^last-level caches: 2 L3, 210\\.0 MiB in all\$"
     expect "dgx-8gpu: the same in JSON" dgx-8gpu.json '"llc": \{"level": 3, "count": 2, "bytes": 220200960\}'
 fi
+if [ -f "$here/dgx-port-down.xml" ]; then
+    # dgx-8gpu with mlx5_0's only port down (state 1, LID 0)
+    expect "dgx-port-down: mlx5_0 is shown down" dgx-port-down.txt "^  NIC mlx5_0 +ib port 1 \\(down\\)  netdev ib0 "
+    expect "dgx-port-down: the same in JSON" dgx-port-down.json '"name": "mlx5_0", .* "ports": 1, "down": true,'
+    for g in 0 1; do
+        expect "dgx-port-down: rank $g (GPU $g, beside mlx5_0) takes mlx5_1 on its NUMA node" dgx-port-down.plan-8.txt \
+            "^  $g +0 .* $g \\(cuda$g\\) +mlx5_1\$"
+    done
+fi
 if [ -f "$here/gpu-far-nic.xml" ]; then
     expect "gpu-far-nic: the GPU's only RDMA NIC is across the sockets" gpu-far-nic.txt "^GPU 0 +4\$"
     expect "gpu-far-nic: one rank binds near its GPU (NUMA 0) and still uses mlx5_0" gpu-far-nic.plan-1.txt \
