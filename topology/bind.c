@@ -89,6 +89,14 @@ static int my_gpu(const fr_topo_t *t, int local, int *cuda)
     return -1;
 }
 
+/* The GPU (index into t->gpu) whose PCI bus id is @p busid, -1 for none. */
+static int gpu_by_busid(const fr_topo_t *t, const char *busid)
+{
+    for (int g = 0; t && busid[0] && g < t->ngpus; g++)
+        if (!strcmp(t->gpu[g].pci.busid, busid)) return g;
+    return -1;
+}
+
 /* Point UCX and NCCL at the rank's RDMA NIC, unless the user chose; not
  * at one whose ports are all down (given only when every NIC's are),
  * which would leave them no device: they choose for themselves. */
@@ -152,10 +160,24 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, const fr_settings_t *
     if (t) out->llc_share = (size_t)(t->llc_bytes / (unsigned long long)nlocal);
     int cuda;
     int g = my_gpu(t, local, &cuda);
+    /* Every rank of the node plans with every rank's GPU, named by its PCI
+     * bus id: a place in t->gpu or a CUDA index means something in its own
+     * process only (with CUDA_VISIBLE_DEVICES per rank, each rank's GPU is
+     * its cuda0). */
+    char busid[sizeof t->gpu->pci.busid] = "";
+    if (g >= 0) snprintf(busid, sizeof busid, "%s", t->gpu[g].pci.busid);
     int *gpus = malloc((size_t)nlocal * sizeof *gpus);
-    if (!gpus) { TOPO_DONE(); return FR_ERROR(FR_ERR_NO_MEMORY, "binding: out of memory"); }
-    /* Every rank of the node plans with every rank's GPU. */
-    if (PMPI_Allgather(&g, 1, MPI_INT, gpus, 1, MPI_INT, node_comm) != MPI_SUCCESS) {
+    char *busids = malloc((size_t)nlocal * sizeof busid);
+    if (!gpus || !busids) {
+        free(gpus);
+        free(busids);
+        TOPO_DONE();
+        return FR_ERROR(FR_ERR_NO_MEMORY, "binding: out of memory");
+    }
+    int rc = PMPI_Allgather(busid, (int)sizeof busid, MPI_CHAR, busids, (int)sizeof busid, MPI_CHAR, node_comm);
+    for (int i = 0; i < nlocal; i++) gpus[i] = gpu_by_busid(t, busids + (size_t)i * sizeof busid);
+    free(busids);
+    if (rc != MPI_SUCCESS) {
         free(gpus);
         TOPO_DONE();
         return FR_ERROR(FR_ERR_MPI, "binding: MPI_Allgather failed");
@@ -165,6 +187,7 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, const fr_settings_t *
     if (mode == FR_BIND_AUTO) eff = !unbound || !t || !t->ngpus ? FR_BIND_NONE : FR_BIND_GPU;
     fr_plan_t plan = {0};
     const char *why = "";
+    char planned[384];
     if (t && fr_plan_make(t, nlocal, eff, gpus, &plan) == FR_SUCCESS) {
         const fr_plan_rank_t *r = &plan.rank[local];
         if (r->gpu >= 0) out->gpu = cuda;   /* (r->gpu is this rank's own g) */
@@ -174,7 +197,12 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, const fr_settings_t *
         }
         out->numa = r->numa;
         if (eff != FR_BIND_NONE && !t->this_system) {
-            why = " (not bound: the topology is an XML file, not this machine)";
+            /* (the CPUs it would have: the report shows another machine's plan) */
+            char cpus[256];
+            fr_plan_cpulist(t, r, cpus, sizeof cpus);
+            snprintf(planned, sizeof planned, " (not bound: the topology is an XML file, not this machine; "
+                     "planned cpus %s)", cpus);
+            why = planned;
             FR_WARN(FR_SUB_TOPO, "FASTREDUCE_BIND=%s ignored: topology %s is not this machine",
                     fr_bind_mode_name(eff), t->source);
         } else if (eff != FR_BIND_NONE && __atomic_load_n(&bound, __ATOMIC_RELAXED)) {

@@ -114,8 +114,9 @@ typedef struct fr_plan {
 } fr_plan_t;
 
 /* Plan @p nranks local ranks. @p gpu_of_rank gives each rank's GPU (index
- * into t->gpu, -1 for none); NULL means local rank i uses the (i mod n)-th
- * of the n usable GPUs (fr_topo_gpu_usable).
+ * into t->gpu, -1 for none; any GPU of the node, as each rank chose it in
+ * its own process); NULL means local rank i uses the (i mod n)-th of the n
+ * usable GPUs (fr_topo_gpu_usable).
  * AUTO plans as GPU when the node has usable GPUs and as NONE otherwise,
  * as fr_topo_bind does for a process the launcher left unbound. */
 fr_status_t fr_plan_make(const fr_topo_t *t, int nranks, int mode, const int *gpu_of_rank, fr_plan_t *out);

@@ -133,8 +133,10 @@ fr_status_t fr_plan_make(const fr_topo_t *t, int nranks, int mode, const int *gp
     int rr = 0;
     for (int i = 0; i < nranks; i++) {
         fr_plan_rank_t *r = &out->rank[i];
+        /* (a GPU the caller gives was usable in its rank's process, whose
+         * CUDA devices may not be this one's: any GPU of the node counts) */
         r->gpu = gpu_of_rank ? gpu_of_rank[i] : nth_usable(t, i);
-        if (!fr_topo_gpu_usable(t, r->gpu)) r->gpu = -1;
+        if (r->gpu < 0 || r->gpu >= t->ngpus) r->gpu = -1;
         r->numa = mode == FR_BIND_NONE ? -1 : preferred_numa(t, mode, r->gpu, &rr);
     }
     fr_status_t st = FR_SUCCESS;
@@ -142,8 +144,10 @@ fr_status_t fr_plan_make(const fr_topo_t *t, int nranks, int mode, const int *gp
         if (mode != FR_BIND_NUMA) spill(t, out);
         st = split_cores(t, out);
     }
+    /* equally near NICs are dealt by the GPU's PCI order, the same in every
+     * process (its place in t->gpu follows this process's CUDA indices) */
     for (int i = 0; i < nranks; i++)
-        out->rank[i].nic = pick_nic(t, &out->rank[i], out->rank[i].gpu >= 0 ? out->rank[i].gpu : i);
+        out->rank[i].nic = pick_nic(t, &out->rank[i], out->rank[i].gpu >= 0 ? t->gpu[out->rank[i].gpu].pci_order : i);
     if (st != FR_SUCCESS) fr_plan_free(out);
     return st;
 }

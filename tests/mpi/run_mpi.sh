@@ -501,6 +501,21 @@ for r in 0 1; do
     grep -qE "fastreduce BIND host .* rank $r local $r/2 bind gpu: cpus .* numa 1 gpu $r nic mlx5_0 " "$last_log" && ngb=$((ngb + 1))
 done
 pass_fail "$([ "$ngb" = 2 ] && echo 1 || echo 0)" "np=2 gpu-mixed-cuda.xml: $ngb of 2 ranks given cuda0/cuda1 on NUMA 1 with mlx5_0 (log: $last_log)"
+# CUDA_VISIBLE_DEVICES per rank (mpi/cvd_wrap.sh): every rank's GPU is its
+# cuda0, yet local rank l's is GPU 2l of dgx-8gpu.xml, on NUMA l/2 beside
+# mlx5_l, and two ranks share each NUMA node's 8 cores (cores 4l..4l+3:
+# PUs 4l..4l+3 and their hyperthreads 4l+16..). The ranks name their GPUs
+# to each other by PCI bus id.
+mkdir -p "$LOGDIR/cvd"
+RUN_WRAP="${srcdir:-$(dirname "$0")/..}/mpi/cvd_wrap.sh" run_one 4 "FASTREDUCE_BIND=gpu FASTREDUCE_REPORT_BINDINGS=1 \
+FR_CVD_DIR=$LOGDIR/cvd FR_CVD_SRC=${srcdir:-$(dirname "$0")/..}/topologies/dgx-8gpu.xml" test_bind
+ngb=0
+for r in 0 1 2 3; do
+    pus="$((4 * r))-$((4 * r + 3)),$((4 * r + 16))-$((4 * r + 19))"
+    grep -qE "fastreduce BIND host .* rank $r local $r/4 bind gpu: .* numa $((r / 2)) gpu 0 nic mlx5_$r .*; planned cpus $pus\)" \
+        "$last_log" && ngb=$((ngb + 1))
+done
+pass_fail "$([ "$ngb" = 4 ] && echo 1 || echo 0)" "np=4 one GPU per rank: $ngb of 4 ranks planned near their GPU (log: $last_log)"
 
 # Nodes named per rank with FASTREDUCE_HOSTID, interleaved (0,2,4 | 1,3,5).
 SRCDIR=${srcdir:-$(dirname "$0")/..}
