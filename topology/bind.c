@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <unistd.h>
 #include "hwtopo.h"
+#include "topology.h"
 #include "log.h"
 #include "settings.h"
 
@@ -117,7 +118,7 @@ static void nic_env(const fr_topo_nic_t *n)
  * (FASTREDUCE_TOPO_XML, HWLOC_XMLFILE) is read for each communicator. */
 static pthread_mutex_t topo_lock = PTHREAD_MUTEX_INITIALIZER;
 static fr_topo_t *machine;
-static int bound;   /* this process's affinity was set by a communicator */
+static int bound;   /* this process's affinity was set, by a communicator holding its node */
 
 __attribute__((destructor)) static void topo_unload(void)
 {
@@ -142,11 +143,47 @@ static fr_status_t topo_get(const fr_settings_t *set, fr_topo_t **t, int *held)
     return st;
 }
 
-static fr_status_t bind_node(MPI_Comm node_comm, int rank, const fr_settings_t *set, fr_binding_t *out)
+/* What each rank tells the node's others before they plan. */
+typedef struct rank_info {
+    int  launched;               /* its local rank as the launcher says, -1 when it does not */
+    int  whole;                  /* the communicator holds every process MPI_COMM_WORLD has here */
+    char busid[sizeof ((fr_topo_pci_t *)0)->busid];   /* its GPU's PCI bus id, "" for none */
+} rank_info_t;
+
+/* Whether @p comm holds every process MPI_COMM_WORLD has on this node, from
+ * local facts only (a collective over the world, made from a communicator
+ * of some of its processes, would wait forever): all of the world's
+ * processes, or as many here (@p nlocal) as the launcher started. */
+static int holds_node(MPI_Comm comm, int nlocal, int launched)
 {
-    int local = 0, nlocal = 1, mode = set->bind;
-    PMPI_Comm_rank(node_comm, &local);
+    int cmp = MPI_UNEQUAL;
+    if (PMPI_Comm_compare(comm, MPI_COMM_WORLD, &cmp) == MPI_SUCCESS && cmp != MPI_UNEQUAL) return 1;
+    return launched > 0 && nlocal == launched;
+}
+
+/* Each rank's place in the node's plan: the launcher's local ranks where
+ * they number the ranks 0..n-1, so that a rank keeps its place (and the
+ * GPU a CUDA_VISIBLE_DEVICES=$LOCAL_RANK wrapper gave it) whatever the
+ * communicator; else the node communicator's order. Every rank works it
+ * out from the same gathered facts. */
+static void places(const rank_info_t *info, int n, int *place)
+{
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        ok = info[i].launched >= 0 && info[i].launched < n;
+        for (int j = 0; j < i && ok; j++) ok = info[j].launched != info[i].launched;
+    }
+    for (int i = 0; i < n; i++) place[i] = ok ? info[i].launched : i;
+}
+
+static fr_status_t bind_node(MPI_Comm comm, MPI_Comm node_comm, int rank, const fr_settings_t *set,
+                             fr_binding_t *out)
+{
+    int me = 0, nlocal = 1, world = 1, launched = -1, mode = set->bind;
+    PMPI_Comm_rank(node_comm, &me);
     PMPI_Comm_size(node_comm, &nlocal);
+    PMPI_Comm_size(MPI_COMM_WORLD, &world);
+    int lrank = fr_launcher_local(world, &launched);
     char before[256];
     int unbound = affinity(before, sizeof before);
 
@@ -159,28 +196,33 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, const fr_settings_t *
     if (t) snprintf(out->fingerprint, sizeof out->fingerprint, "%s", t->fingerprint);
     if (t) out->llc_share = (size_t)(t->llc_bytes / (unsigned long long)nlocal);
     int cuda;
-    int g = my_gpu(t, local, &cuda);
-    /* Every rank of the node plans with every rank's GPU, named by its PCI
-     * bus id: a place in t->gpu or a CUDA index means something in its own
-     * process only (with CUDA_VISIBLE_DEVICES per rank, each rank's GPU is
-     * its cuda0). */
-    char busid[sizeof t->gpu->pci.busid] = "";
-    if (g >= 0) snprintf(busid, sizeof busid, "%s", t->gpu[g].pci.busid);
-    int *gpus = malloc((size_t)nlocal * sizeof *gpus);
-    char *busids = malloc((size_t)nlocal * sizeof busid);
-    if (!gpus || !busids) {
-        free(gpus);
-        free(busids);
-        TOPO_DONE();
-        return FR_ERROR(FR_ERR_NO_MEMORY, "binding: out of memory");
+    int g = my_gpu(t, lrank >= 0 ? lrank : me, &cuda);
+    /* Every rank of the node plans with every rank's place and GPU, the GPU
+     * named by its PCI bus id: a place in t->gpu or a CUDA index means
+     * something in its own process only (with CUDA_VISIBLE_DEVICES per
+     * rank, each rank's GPU is its cuda0). */
+    rank_info_t mine = {lrank, holds_node(comm, nlocal, launched), ""};
+    if (g >= 0) snprintf(mine.busid, sizeof mine.busid, "%s", t->gpu[g].pci.busid);
+    rank_info_t *info = malloc((size_t)nlocal * sizeof *info);
+    int *place = malloc((size_t)nlocal * sizeof *place), *gpus = malloc((size_t)nlocal * sizeof *gpus);
+    int rc = !info || !place || !gpus ? MPI_ERR_NO_MEM
+             : PMPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, info, (int)sizeof mine, MPI_BYTE, node_comm);
+    int whole = 1, local = me;
+    if (rc == MPI_SUCCESS) {
+        places(info, nlocal, place);
+        for (int i = 0; i < nlocal; i++) {
+            gpus[place[i]] = gpu_by_busid(t, info[i].busid);
+            whole &= info[i].whole;
+        }
+        local = place[me];
     }
-    int rc = PMPI_Allgather(busid, (int)sizeof busid, MPI_CHAR, busids, (int)sizeof busid, MPI_CHAR, node_comm);
-    for (int i = 0; i < nlocal; i++) gpus[i] = gpu_by_busid(t, busids + (size_t)i * sizeof busid);
-    free(busids);
+    free(info);
+    free(place);
     if (rc != MPI_SUCCESS) {
         free(gpus);
         TOPO_DONE();
-        return FR_ERROR(FR_ERR_MPI, "binding: MPI_Allgather failed");
+        return rc == MPI_ERR_NO_MEM ? FR_ERROR(FR_ERR_NO_MEMORY, "binding: out of memory")
+                                    : FR_ERROR(FR_ERR_MPI, "binding: MPI_Allgather failed");
     }
     /* auto: keep a launcher's binding; else bind near the GPUs if any */
     int eff = mode;
@@ -206,8 +248,12 @@ static fr_status_t bind_node(MPI_Comm node_comm, int rank, const fr_settings_t *
             FR_WARN(FR_SUB_TOPO, "FASTREDUCE_BIND=%s ignored: topology %s is not this machine",
                     fr_bind_mode_name(eff), t->source);
         } else if (eff != FR_BIND_NONE && __atomic_load_n(&bound, __ATOMIC_RELAXED)) {
-            /* a later communicator (a split, a dup) keeps the first one's binding */
-            why = " (kept: bound at this process's first communicator)";
+            /* a later communicator (a split, a dup) keeps the binding made */
+            why = " (kept: bound at an earlier communicator)";
+        } else if (eff != FR_BIND_NONE && !whole) {
+            /* the node's other ranks plan without these: binding now could
+             * give two ranks one core; a communicator holding them all binds */
+            why = " (not bound: the communicator holds part of this node's processes)";
         } else if (eff != FR_BIND_NONE && set_affinity(t, r) != FR_SUCCESS) {
             why = " (binding failed)";
             FR_WARN(FR_SUB_TOPO, "%s", fr_last_error());
@@ -247,7 +293,7 @@ fr_status_t fr_topo_bind(MPI_Comm comm, int rank, const fr_settings_t *set, fr_b
     MPI_Comm node_comm;
     if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_comm) != MPI_SUCCESS)
         return FR_ERROR(FR_ERR_MPI, "binding: MPI_Comm_split_type failed");
-    fr_status_t st = bind_node(node_comm, rank, set, out);
+    fr_status_t st = bind_node(comm, node_comm, rank, set, out);
     PMPI_Comm_free(&node_comm);
     return st;
 }

@@ -74,6 +74,33 @@ static fr_status_t leaders_by_name(MPI_Comm comm, const char *name, int size, in
     return rc == MPI_SUCCESS ? FR_SUCCESS : FR_ERROR(FR_ERR_MPI, "node grouping: exchanging node names failed");
 }
 
+/* A launcher's variable as a number from 0 to @p below - 1, else -1. */
+static int env_below(const char *name, int below)
+{
+    const char *v = name ? getenv(name) : NULL;
+    char *end = NULL;
+    long n = v && *v ? strtol(v, &end, 10) : -1;
+    return n >= 0 && !*end && n < below ? (int)n : -1;
+}
+
+int fr_launcher_local(int world_size, int *local_size)
+{
+    static const char *const vars[][2] = {{"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+                                          {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+                                          {"PMI_LOCAL_RANK", "PMI_LOCAL_SIZE"},
+                                          {"SLURM_LOCALID", NULL}};
+    if (local_size) *local_size = world_size == 1 ? 1 : -1;
+    if (world_size == 1) return 0;
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        int r = env_below(vars[i][0], world_size);
+        if (r < 0) continue;
+        int n = env_below(vars[i][1], world_size + 1);
+        if (local_size) *local_size = n > r ? n : -1;
+        return r;
+    }
+    return -1;
+}
+
 /* Once a process: this rank's node size is not rank 0's. */
 static void warn_node_size(int own, int used)
 {

@@ -24,4 +24,13 @@ typedef struct fr_nodeinfo {
 fr_status_t fr_node_group(MPI_Comm comm, int node_size, const char *hostid, fr_nodeinfo_t *out);
 void fr_node_free(fr_nodeinfo_t *info);
 
+/* This process's place among its host's processes of MPI_COMM_WORLD, as
+ * the launcher (Open MPI, MPICH's and Intel MPI's Hydra, PMI, Slurm) gave
+ * it, or -1; *@p local_size (when not NULL): how many the same launcher
+ * says run on the host, -1 when it does not say. Read, not asked of MPI:
+ * the process's first communicator may hold only some of the world's
+ * processes, and a collective over the world made by those alone would
+ * wait for the others forever. */
+int fr_launcher_local(int world_size, int *local_size);
+
 #endif

@@ -14,6 +14,7 @@
 #include "settings.h"
 #include "timeline.h"
 #include "timeline_json.h"
+#include "topology.h"
 
 /* What a communicator's observation holds (comm->obs). */
 struct fr_observe {
@@ -27,25 +28,6 @@ static int loaded, want_late, http_wanted, http_started, http_waits;
 static fr_settings_t pset;
 static unsigned long ncomms;   /* communicators made in this process (the keys) */
 static char host[64], http_addr[64];
-
-/* This process's place among its host's processes of MPI_COMM_WORLD, as
- * the launcher (Open MPI, MPICH's and Intel MPI's Hydra, PMI, Slurm) gave
- * it, or -1. Read, not asked of MPI: the process's first communicator may
- * hold only some of the world's processes, and a collective over the
- * world made by those alone would wait for the others forever. */
-static int launcher_local_rank(int world_size)
-{
-    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",
-                                       "SLURM_LOCALID"};
-    if (world_size == 1) return 0;
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        char *end = NULL;
-        long r = v && *v ? strtol(v, &end, 10) : -1;
-        if (r >= 0 && !*end && r < world_size) return (int)r;
-    }
-    return -1;
-}
 
 /* Serve the metrics on the port of the process's place @p local on its host (lock held). */
 static void http_start(int local)
@@ -79,7 +61,7 @@ static void process_start(int world_rank)
     if (http_wanted) {
         int size = 1, local;
         PMPI_Comm_size(MPI_COMM_WORLD, &size);
-        if ((local = launcher_local_rank(size)) >= 0) http_start(local);
+        if ((local = fr_launcher_local(size, NULL)) >= 0) http_start(local);
         else FR_INFO(FR_SUB_INIT, "FASTREDUCE_METRICS: the launcher did not say the process's place on its host; "
                      "the HTTP endpoint starts at the first communicator of all of MPI_COMM_WORLD's processes");
     }

@@ -485,6 +485,9 @@ fi
 run_one 3 "FASTREDUCE_BIND=numa" test_bind
 run_one 2 "FASTREDUCE_BIND=none" test_bind
 run_one 6 "FASTREDUCE_BIND=core FASTREDUCE_NODE_SIZE=2" test_bind
+# A first communicator over half of the node (the odd or even ranks) binds
+# nothing; the world's after it binds every rank by its place on the node.
+run_one 4 "FASTREDUCE_BIND=core" test_bind --split-first
 run_one 2 "FASTREDUCE_BIND=auto" test_bind
 run_one 3 "FASTREDUCE_BIND=gpu" test_bind
 run_one 2 "FASTREDUCE_BIND=gpu FASTREDUCE_TOPO_XML=${srcdir:-$(dirname "$0")/..}/topologies/dgx-8gpu.xml" test_bind

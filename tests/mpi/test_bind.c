@@ -6,7 +6,9 @@
  * order (rank j of them: cores [j*c/k, (j+1)*c/k)), or take core j % c each
  * when k > c; numa binds to the whole node; none keeps the affinity; gpu
  * (without GPUs, as here) is core; a topology from FASTREDUCE_TOPO_XML is
- * planned but never applied. */
+ * planned but never applied. With --split-first the process's first
+ * communicator holds half of the node's ranks (odd or even): it must bind
+ * nothing, and the world's communicator after it binds as above. */
 #define _GNU_SOURCE
 #include <sched.h>
 #include "testutil.h"
@@ -94,10 +96,29 @@ int main(int argc, char **argv)
     MPI_Comm_size(node, &nl);
     cpu_set_t start, after, want;
     sched_getaffinity(0, sizeof start, &start);
+    fr_status_t st;
+
+    if (argc > 1 && !strcmp(argv[1], "--split-first")) {
+        /* planned over its own ranks only, a half would give a rank of each
+         * half the same cores */
+        tu_begin("a first communicator over half of the node binds nothing");
+        MPI_Comm half;
+        MPI_Comm_split(MPI_COMM_WORLD, tu.rank % 2, tu.rank, &half);
+        fr_comm_t part = NULL;
+        st = fr_comm_create(half, NULL, &part);
+        sched_getaffinity(0, sizeof after, &after);
+        char a[512], s[512];
+        list(&after, a, sizeof a);
+        list(&start, s, sizeof s);
+        TU_CHECK(st == FR_SUCCESS && CPU_EQUAL(&after, &start), "fr_comm_create: %s; cpus %s, were %s",
+                 tu_status(st), a, s);
+        if (part) fr_comm_destroy(part);
+        MPI_Comm_free(&half);
+    }
 
     tu_begin("fr_comm_create with FASTREDUCE_BIND=%s", mode);
     fr_comm_t comm = NULL;
-    fr_status_t st = fr_comm_create(MPI_COMM_WORLD, NULL, &comm);
+    st = fr_comm_create(MPI_COMM_WORLD, NULL, &comm);
     TU_CHECK(st == FR_SUCCESS, "fr_comm_create: %s", tu_status(st));
 
     tu_begin("affinity of local rank %d of %d after FASTREDUCE_BIND=%s", l, nl, mode);
