@@ -143,11 +143,26 @@ static fr_status_t topo_get(const fr_settings_t *set, fr_topo_t **t, int *held)
     return st;
 }
 
+/* The affinity this process had before any communicator bound it (read
+ * at its first), so that every communicator plans over the same CPUs. An
+ * affinity that cannot be read is every CPU. */
+static void started_affinity(cpu_set_t *set)
+{
+    static cpu_set_t first;
+    static int read;
+    pthread_mutex_lock(&topo_lock);
+    if (!read && sched_getaffinity(0, sizeof first, &first) != 0) memset(&first, 0xff, sizeof first);
+    read = 1;
+    *set = first;
+    pthread_mutex_unlock(&topo_lock);
+}
+
 /* What each rank tells the node's others before they plan. */
 typedef struct rank_info {
     int  launched;               /* its local rank as the launcher says, -1 when it does not */
     int  whole;                  /* the communicator holds every process MPI_COMM_WORLD has here */
     char busid[sizeof ((fr_topo_pci_t *)0)->busid];   /* its GPU's PCI bus id, "" for none */
+    cpu_set_t cpus;              /* the CPUs it started with */
 } rank_info_t;
 
 /* Whether @p comm holds every process MPI_COMM_WORLD has on this node, from
@@ -176,6 +191,71 @@ static void places(const rank_info_t *info, int n, int *place)
     for (int i = 0; i < n; i++) place[i] = ok ? info[i].launched : i;
 }
 
+/* What the node's ranks plan with, alike on every rank. */
+typedef struct node_facts {
+    int      local;              /* this rank's place */
+    int      whole;              /* every rank's communicator holds the node */
+    int     *gpus;               /* [place]: the rank's GPU, index into this process's t->gpu, -1 for none */
+    cpu_set_t cpus;              /* the CPUs some rank started with */
+} node_facts_t;
+
+/* Gather every rank's @p mine over @p node_comm (collective) into @p f, so
+ * that every rank plans the whole node alike. A GPU travels by PCI bus id:
+ * a place in t->gpu or a CUDA index means something in its own process
+ * only (with CUDA_VISIBLE_DEVICES per rank, each rank's GPU is its cuda0). */
+static fr_status_t gather(MPI_Comm node_comm, const fr_topo_t *t, const rank_info_t *mine, int me, int nlocal,
+                          node_facts_t *f)
+{
+    rank_info_t *info = malloc((size_t)nlocal * sizeof *info);
+    int *place = malloc((size_t)nlocal * sizeof *place);
+    f->gpus = malloc((size_t)nlocal * sizeof *f->gpus);
+    int rc = !info || !place || !f->gpus
+                 ? MPI_ERR_NO_MEM
+                 : PMPI_Allgather(mine, (int)sizeof *mine, MPI_BYTE, info, (int)sizeof *mine, MPI_BYTE, node_comm);
+    f->whole = 1;
+    f->local = me;
+    CPU_ZERO(&f->cpus);
+    if (rc == MPI_SUCCESS) {
+        places(info, nlocal, place);
+        for (int i = 0; i < nlocal; i++) {
+            f->gpus[place[i]] = gpu_by_busid(t, info[i].busid);
+            f->whole &= info[i].whole;
+            CPU_OR(&f->cpus, &f->cpus, &info[i].cpus);
+        }
+        f->local = place[me];
+    }
+    free(info);
+    free(place);
+    if (rc == MPI_SUCCESS) return FR_SUCCESS;
+    return rc == MPI_ERR_NO_MEM ? FR_ERROR(FR_ERR_NO_MEMORY, "binding: out of memory")
+                                : FR_ERROR(FR_ERR_MPI, "binding: MPI_Allgather failed");
+}
+
+/* @p t cut to the CPUs some rank of the node started with (@p cpus): hwloc
+ * lists every CPU the machine allows the job, whatever a taskset or the
+ * launcher left the processes, and a plan must hand out none other. @p t
+ * itself when nothing is cut or it is another machine's (an XML file). */
+static fr_topo_t *within(fr_topo_t *t, const cpu_set_t *cpus)
+{
+    if (!t || !t->this_system) return t;
+    int top = 0, cut = 0;
+    for (int c = 0; c < t->ncores; c++)
+        for (int j = 0; j < t->core[c].npus; j++) top = t->core[c].pus[j] > top ? t->core[c].pus[j] : top;
+    unsigned char *keep = calloc((size_t)top + 1, 1);
+    if (!keep) return t;
+    for (int c = 0; c < t->ncores; c++)
+        for (int j = 0; j < t->core[c].npus; j++) {
+            int p = t->core[c].pus[j];   /* (one past cpu_set_t is never bound: kept) */
+            keep[p] = p >= CPU_SETSIZE || CPU_ISSET(p, cpus);
+            cut += !keep[p];
+        }
+    fr_topo_t *r = NULL;
+    if (cut && fr_topo_restrict(t, keep, top + 1, &r) != FR_SUCCESS)
+        FR_WARN(FR_SUB_TOPO, "binding over all of the machine's CPUs: %s", fr_last_error());
+    free(keep);
+    return r ? r : t;
+}
+
 static fr_status_t bind_node(MPI_Comm comm, MPI_Comm node_comm, int rank, const fr_settings_t *set,
                              fr_binding_t *out)
 {
@@ -191,46 +271,32 @@ static fr_status_t bind_node(MPI_Comm comm, MPI_Comm node_comm, int rank, const 
     int held = 0;
     if (topo_get(set, &t, &held) != FR_SUCCESS)
         FR_WARN(FR_SUB_TOPO, "cannot read the topology (%s); no binding", fr_last_error());
-    /* drop an XML topology when done; the machine's stays with the process */
-#define TOPO_DONE() do { if (!held) fr_topo_free(t); } while (0)
     if (t) snprintf(out->fingerprint, sizeof out->fingerprint, "%s", t->fingerprint);
     if (t) out->llc_share = (size_t)(t->llc_bytes / (unsigned long long)nlocal);
     int cuda;
     int g = my_gpu(t, lrank >= 0 ? lrank : me, &cuda);
-    /* Every rank of the node plans with every rank's place and GPU, the GPU
-     * named by its PCI bus id: a place in t->gpu or a CUDA index means
-     * something in its own process only (with CUDA_VISIBLE_DEVICES per
-     * rank, each rank's GPU is its cuda0). */
-    rank_info_t mine = {lrank, holds_node(comm, nlocal, launched), ""};
+    rank_info_t mine = {lrank, holds_node(comm, nlocal, launched), "", {{0}}};
     if (g >= 0) snprintf(mine.busid, sizeof mine.busid, "%s", t->gpu[g].pci.busid);
-    rank_info_t *info = malloc((size_t)nlocal * sizeof *info);
-    int *place = malloc((size_t)nlocal * sizeof *place), *gpus = malloc((size_t)nlocal * sizeof *gpus);
-    int rc = !info || !place || !gpus ? MPI_ERR_NO_MEM
-             : PMPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, info, (int)sizeof mine, MPI_BYTE, node_comm);
-    int whole = 1, local = me;
-    if (rc == MPI_SUCCESS) {
-        places(info, nlocal, place);
-        for (int i = 0; i < nlocal; i++) {
-            gpus[place[i]] = gpu_by_busid(t, info[i].busid);
-            whole &= info[i].whole;
-        }
-        local = place[me];
-    }
-    free(info);
-    free(place);
-    if (rc != MPI_SUCCESS) {
-        free(gpus);
+    started_affinity(&mine.cpus);
+    node_facts_t f;
+    fr_status_t st = gather(node_comm, t, &mine, me, nlocal, &f);
+    /* plan over the node's CPUs (drop the cut copy, and an XML topology,
+     * when done; the machine's stays with the process) */
+    fr_topo_t *pt = st == FR_SUCCESS ? within(t, &f.cpus) : t;
+#define TOPO_DONE() do { if (pt != t) fr_topo_free(pt); if (!held) fr_topo_free(t); } while (0)
+    if (st != FR_SUCCESS) {
+        free(f.gpus);
         TOPO_DONE();
-        return rc == MPI_ERR_NO_MEM ? FR_ERROR(FR_ERR_NO_MEMORY, "binding: out of memory")
-                                    : FR_ERROR(FR_ERR_MPI, "binding: MPI_Allgather failed");
+        return st;
     }
+    int local = f.local, *gpus = f.gpus, whole = f.whole;
     /* auto: keep a launcher's binding; else bind near the GPUs if any */
     int eff = mode;
     if (mode == FR_BIND_AUTO) eff = !unbound || !t || !t->ngpus ? FR_BIND_NONE : FR_BIND_GPU;
     fr_plan_t plan = {0};
     const char *why = "";
     char planned[384];
-    if (t && fr_plan_make(t, nlocal, eff, gpus, &plan) == FR_SUCCESS) {
+    if (t && fr_plan_make(pt, nlocal, eff, gpus, &plan) == FR_SUCCESS) {
         const fr_plan_rank_t *r = &plan.rank[local];
         if (r->gpu >= 0) out->gpu = cuda;   /* (r->gpu is this rank's own g) */
         if (r->nic >= 0) {
@@ -241,7 +307,7 @@ static fr_status_t bind_node(MPI_Comm comm, MPI_Comm node_comm, int rank, const 
         if (eff != FR_BIND_NONE && !t->this_system) {
             /* (the CPUs it would have: the report shows another machine's plan) */
             char cpus[256];
-            fr_plan_cpulist(t, r, cpus, sizeof cpus);
+            fr_plan_cpulist(pt, r, cpus, sizeof cpus);
             snprintf(planned, sizeof planned, " (not bound: the topology is an XML file, not this machine; "
                      "planned cpus %s)", cpus);
             why = planned;
@@ -254,7 +320,7 @@ static fr_status_t bind_node(MPI_Comm comm, MPI_Comm node_comm, int rank, const 
             /* the node's other ranks plan without these: binding now could
              * give two ranks one core; a communicator holding them all binds */
             why = " (not bound: the communicator holds part of this node's processes)";
-        } else if (eff != FR_BIND_NONE && set_affinity(t, r) != FR_SUCCESS) {
+        } else if (eff != FR_BIND_NONE && set_affinity(pt, r) != FR_SUCCESS) {
             why = " (binding failed)";
             FR_WARN(FR_SUB_TOPO, "%s", fr_last_error());
         } else if (eff != FR_BIND_NONE) {

@@ -314,6 +314,53 @@ void fr_topo_free(fr_topo_t *t)
     free(t);
 }
 
+/* A copy of @p n elements of @p size bytes (NULL for none); 0 when out of memory. */
+static int dup_array(void **to, const void *from, int n, size_t size)
+{
+    *to = NULL;
+    if (!from || n <= 0) return 1;
+    if (!(*to = malloc((size_t)n * size))) return 0;
+    memcpy(*to, from, (size_t)n * size);
+    return 1;
+}
+
+fr_status_t fr_topo_restrict(const fr_topo_t *t, const unsigned char *keep, int nkeep, fr_topo_t **out)
+{
+    *out = NULL;
+    fr_topo_t *r = malloc(sizeof *r);
+    if (!r) return FR_ERROR(FR_ERR_NO_MEMORY, "topology: out of memory");
+    *r = *t;
+    r->ncores = r->npus = 0;
+    r->core = calloc((size_t)t->ncores, sizeof *r->core);
+    r->numa = calloc((size_t)t->nnuma, sizeof *r->numa);
+    int ok = r->core && r->numa;
+    ok &= dup_array((void **)&r->gpu, t->gpu, t->ngpus, sizeof *t->gpu);
+    ok &= dup_array((void **)&r->nic, t->nic, t->nnics, sizeof *t->nic);
+    ok &= dup_array((void **)&r->numa_dist, t->numa_dist, t->nnuma * t->nnuma, sizeof *t->numa_dist);
+    for (int n = 0; ok && n < t->nnuma; n++) {
+        r->numa[n] = t->numa[n];
+        r->numa[n].ncores = 0;
+        ok = (r->numa[n].cores = calloc((size_t)t->numa[n].ncores + 1, sizeof(int))) != NULL;
+    }
+    for (int c = 0; ok && c < t->ncores; c++) {
+        const fr_topo_core_t *k = &t->core[c];
+        fr_topo_core_t *x = &r->core[r->ncores];
+        *x = *k;
+        x->npus = 0;
+        if (!(x->pus = calloc((size_t)k->npus + 1, sizeof(int)))) { ok = 0; break; }
+        for (int j = 0; j < k->npus; j++)
+            if (k->pus[j] >= 0 && k->pus[j] < nkeep && keep[k->pus[j]]) x->pus[x->npus++] = k->pus[j];
+        if (!x->npus) { free(x->pus); continue; }
+        r->npus += x->npus;
+        fr_topo_numa_t *nu = &r->numa[k->numa];
+        nu->cores[nu->ncores++] = r->ncores++;
+    }
+    if (!ok) { fr_topo_free(r); return FR_ERROR(FR_ERR_NO_MEMORY, "topology: out of memory"); }
+    if (!r->ncores) { fr_topo_free(r); return FR_ERROR(FR_ERR_CONFIG, "topology: none of its cores is in the CPUs given"); }
+    *out = r;
+    return FR_SUCCESS;
+}
+
 int fr_topo_gpu_nic_distance(const fr_topo_t *t, int g, int n)
 {
     const fr_topo_gpu_t *a = &t->gpu[g];

@@ -81,6 +81,11 @@ fr_status_t fr_topo_load(const char *xml, fr_topo_t **out);
  * else HWLOC_XMLFILE when not empty; NULL for this machine. */
 const char *fr_topo_xml_of(const fr_settings_t *set);
 void fr_topo_free(fr_topo_t *t);
+/* A copy of @p t with only the PUs p where p < @p nkeep and keep[p]: each
+ * core keeps those of its PUs and a core left without one is dropped (the
+ * cores are numbered anew); NUMA nodes, GPUs, NICs and the fingerprint
+ * stay as discovered. An error when no core is left. */
+fr_status_t fr_topo_restrict(const fr_topo_t *t, const unsigned char *keep, int nkeep, fr_topo_t **out);
 
 /* PCIe distance between GPU @p g and NIC @p n: 0 same PCIe switch, 1 same
  * host bridge, 2 same NUMA node, 3 same package, 4 farther (or unknown). */

@@ -488,6 +488,16 @@ run_one 6 "FASTREDUCE_BIND=core FASTREDUCE_NODE_SIZE=2" test_bind
 # A first communicator over half of the node (the odd or even ranks) binds
 # nothing; the world's after it binds every rank by its place on the node.
 run_one 4 "FASTREDUCE_BIND=core" test_bind --split-first
+# Under a CPU mask (taskset, as a launcher's or a batch system's) the plan
+# hands out only the CPUs the node's ranks started with: here one CPU,
+# shared by both ranks (test_bind's plan starts from the rank's affinity).
+if command -v taskset >/dev/null 2>&1 && taskset -c 1 true 2>/dev/null; then
+    RUN_WRAP="taskset -c 1" run_one 2 "FASTREDUCE_BIND=core" test_bind
+    RUN_WRAP="taskset -c 0" run_one 2 "FASTREDUCE_BIND=numa" test_bind
+else
+    nskip=$((nskip + 1))
+    echo "SKIP: FASTREDUCE_BIND under taskset (no taskset, or no CPU 1 here)"
+fi
 run_one 2 "FASTREDUCE_BIND=auto" test_bind
 run_one 3 "FASTREDUCE_BIND=gpu" test_bind
 run_one 2 "FASTREDUCE_BIND=gpu FASTREDUCE_TOPO_XML=${srcdir:-$(dirname "$0")/..}/topologies/dgx-8gpu.xml" test_bind
