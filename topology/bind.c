@@ -13,18 +13,31 @@
 #include "log.h"
 #include "settings.h"
 
-/* This process's affinity as a PU list, and whether it covers every
- * online CPU (nobody bound it). */
-static int affinity(char *buf, size_t len)
+/* This process's affinity as a PU list. */
+static void affinity(char *buf, size_t len)
 {
     cpu_set_t set;
     CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) != 0) { snprintf(buf, len, "?"); return 1; }
+    if (sched_getaffinity(0, sizeof set, &set) != 0) { snprintf(buf, len, "?"); return; }
     int v[CPU_SETSIZE], n = 0;
     for (int c = 0; c < CPU_SETSIZE; c++) if (CPU_ISSET(c, &set)) v[n++] = c;
     fr_topo_ranges(v, n, buf, len);
+}
+
+/* Whether nobody bound a process that started on @p cpus: they hold every
+ * CPU of @p t, hwloc's topology of this machine, which lists the CPUs the
+ * machine allows the job (a container's or cgroup's limit is no binding).
+ * For another machine's topology, or none: every online CPU. */
+static int unbound_on(const fr_topo_t *t, const cpu_set_t *cpus)
+{
+    if (t && t->this_system) {
+        for (int c = 0; c < t->ncores; c++)
+            for (int j = 0; j < t->core[c].npus; j++)
+                if (t->core[c].pus[j] < CPU_SETSIZE && !CPU_ISSET(t->core[c].pus[j], cpus)) return 0;
+        return 1;
+    }
     long online = sysconf(_SC_NPROCESSORS_ONLN);
-    return online <= 0 || n >= online;
+    return online <= 0 || CPU_COUNT(cpus) >= online;
 }
 
 static fr_status_t set_affinity(const fr_topo_t *t, const fr_plan_rank_t *r)
@@ -161,6 +174,7 @@ static void started_affinity(cpu_set_t *set)
 typedef struct rank_info {
     int  launched;               /* its local rank as the launcher says, -1 when it does not */
     int  whole;                  /* the communicator holds every process MPI_COMM_WORLD has here */
+    int  unbound;                /* nobody bound it before it started (unbound_on) */
     char busid[sizeof ((fr_topo_pci_t *)0)->busid];   /* its GPU's PCI bus id, "" for none */
     cpu_set_t cpus;              /* the CPUs it started with */
 } rank_info_t;
@@ -195,6 +209,7 @@ static void places(const rank_info_t *info, int n, int *place)
 typedef struct node_facts {
     int      local;              /* this rank's place */
     int      whole;              /* every rank's communicator holds the node */
+    int      unbound;            /* no rank of the node was bound by its launcher */
     int     *gpus;               /* [place]: the rank's GPU, index into this process's t->gpu, -1 for none */
     cpu_set_t cpus;              /* the CPUs some rank started with */
 } node_facts_t;
@@ -212,7 +227,7 @@ static fr_status_t gather(MPI_Comm node_comm, const fr_topo_t *t, const rank_inf
     int rc = !info || !place || !f->gpus
                  ? MPI_ERR_NO_MEM
                  : PMPI_Allgather(mine, (int)sizeof *mine, MPI_BYTE, info, (int)sizeof *mine, MPI_BYTE, node_comm);
-    f->whole = 1;
+    f->whole = f->unbound = 1;
     f->local = me;
     CPU_ZERO(&f->cpus);
     if (rc == MPI_SUCCESS) {
@@ -220,6 +235,7 @@ static fr_status_t gather(MPI_Comm node_comm, const fr_topo_t *t, const rank_inf
         for (int i = 0; i < nlocal; i++) {
             f->gpus[place[i]] = gpu_by_busid(t, info[i].busid);
             f->whole &= info[i].whole;
+            f->unbound &= info[i].unbound;
             CPU_OR(&f->cpus, &f->cpus, &info[i].cpus);
         }
         f->local = place[me];
@@ -265,7 +281,7 @@ static fr_status_t bind_node(MPI_Comm comm, MPI_Comm node_comm, int rank, const 
     PMPI_Comm_size(MPI_COMM_WORLD, &world);
     int lrank = fr_launcher_local(world, &launched);
     char before[256];
-    int unbound = affinity(before, sizeof before);
+    affinity(before, sizeof before);
 
     fr_topo_t *t = NULL;
     int held = 0;
@@ -275,9 +291,10 @@ static fr_status_t bind_node(MPI_Comm comm, MPI_Comm node_comm, int rank, const 
     if (t) out->llc_share = (size_t)(t->llc_bytes / (unsigned long long)nlocal);
     int cuda;
     int g = my_gpu(t, lrank >= 0 ? lrank : me, &cuda);
-    rank_info_t mine = {lrank, holds_node(comm, nlocal, launched), "", {{0}}};
+    rank_info_t mine = {lrank, holds_node(comm, nlocal, launched), 1, "", {{0}}};
     if (g >= 0) snprintf(mine.busid, sizeof mine.busid, "%s", t->gpu[g].pci.busid);
     started_affinity(&mine.cpus);
+    mine.unbound = unbound_on(t, &mine.cpus);
     node_facts_t f;
     fr_status_t st = gather(node_comm, t, &mine, me, nlocal, &f);
     /* plan over the node's CPUs (drop the cut copy, and an XML topology,
@@ -289,8 +306,9 @@ static fr_status_t bind_node(MPI_Comm comm, MPI_Comm node_comm, int rank, const 
         TOPO_DONE();
         return st;
     }
-    int local = f.local, *gpus = f.gpus, whole = f.whole;
-    /* auto: keep a launcher's binding; else bind near the GPUs if any */
+    int local = f.local, *gpus = f.gpus, whole = f.whole, unbound = f.unbound;
+    /* auto: keep a launcher's binding (of any rank of the node: the others'
+     * plan must not take its cores); else bind near the GPUs if any */
     int eff = mode;
     if (mode == FR_BIND_AUTO) eff = !unbound || !t || !t->ngpus ? FR_BIND_NONE : FR_BIND_GPU;
     fr_plan_t plan = {0};
