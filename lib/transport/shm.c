@@ -250,11 +250,16 @@ static int map_segment(struct fr_comm *comm, fr_shm_t *s, int use_memfd, size_t 
                      __atomic_fetch_add(&counter, 1u, __ATOMIC_RELAXED),  /* (threads may create at once) */
                      (unsigned long)ts.tv_nsec);
             fd = shm_open(msg.name, O_CREAT | O_EXCL | O_RDWR, 0600);
+            if (fd >= 0 && (err = fr_shm_named_lock(fd)) != 0) {   /* (held until the unlink) */
+                close(fd);
+                fd = -1;
+                shm_unlink(msg.name);
+            }
         }
         /* A memfd only gets its size: its pages come at first touch (see
          * prefault). A named segment lives in /dev/shm, which may be full,
          * and is reserved whole, so that no touch of it is a SIGBUS. */
-        if (fd < 0) err = errno;
+        if (fd < 0) err = err ? err : errno;
         else if (use_memfd) err = ftruncate(fd, (off_t)s->size) == 0 ? 0 : errno;
         else err = posix_fallocate(fd, 0, (off_t)s->size);
         if (fd >= 0 && !err && fstat(fd, &st) != 0) err = errno;
@@ -496,6 +501,7 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
      * same_file), or there is no memfd, a POSIX segment that is unlinked as
      * soon as every rank has mapped it. */
     size_t made = 0;
+    if (s->lrank == 0) fr_shm_sweep();
     int err = map_segment(comm, s, 1, &made);
     if (err && err != SEG_SIZE) {
         FR_INFO(FR_SUB_SHM, "shm: memfd sharing failed (%s); using a /dev/shm segment", strerror(err));

@@ -1,6 +1,7 @@
 /* The node's shared-memory segment: created by local rank 0, mapped by the
- * node's ranks, unlinked as soon as all have mapped it (so nothing stays in
- * /dev/shm if a rank dies). It holds a control area of flags, one per rank
+ * node's ranks; a memfd, never named, or where that cannot be shared a
+ * /dev/shm name unlinked as soon as all have mapped it (one a job killed
+ * before then left is swept by the node's next: shm_sweep.c). It holds a control area of flags, one per rank
  * and cache line, and data slots used by the shm algorithms. */
 #ifndef FR_SHM_H
 #define FR_SHM_H
@@ -153,6 +154,12 @@ static inline int fr_shm_streaming(const fr_shm_t *s)
  * succeeds) when the node has one rank. */
 fr_status_t fr_shm_create(struct fr_comm *comm);
 void fr_shm_destroy(struct fr_comm *comm);
+
+/* Named segments (shm_sweep.c): their creator holds fr_shm_named_lock on
+ * one (0 or an errno value) while it lives, and fr_shm_sweep, once a
+ * process, unlinks those of /dev/shm whose lock nobody holds. */
+int fr_shm_named_lock(int fd);
+void fr_shm_sweep(void);
 
 static inline volatile uint64_t *fr_shm_flag(fr_shm_t *s, int lrank, int which)
 {

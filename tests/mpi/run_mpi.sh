@@ -875,6 +875,20 @@ else
 fi
 pass_fail $ok "fastreduce-tune --memory cuda: exit $rc, $what"
 
+# A named segment a killed job left (its creator's flock gone) is swept by
+# the node's next job; one whose creator still holds the lock, and one
+# younger than 2 s, are not. (Made by hand: a job killed between creating
+# and unlinking its segment cannot be made to order.)
+stale=/dev/shm/fastreduce-$$-0-stale live=/dev/shm/fastreduce-$$-0-live young=/dev/shm/fastreduce-$$-0-young
+: >"$stale"; : >"$live"; : >"$young"
+touch -d '1 minute ago' "$stale" "$live"
+flock -x "$live" sleep 60 & holder=$!
+sleep 0.2
+run_one 2 "" test_coll --quick --algo shm
+ok=0; [ ! -e "$stale" ] && [ -e "$live" ] && [ -e "$young" ] && ok=1
+pass_fail $ok "a stale named segment swept by the next job ($([ -e "$stale" ] && echo kept || echo removed)), a locked one kept ($([ -e "$live" ] && echo kept || echo removed)), a young one kept ($([ -e "$young" ] && echo kept || echo removed))"
+kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+rm -f "$stale" "$live" "$young"
 # Every segment was unlinked as soon as it was mapped: nothing of ours is left.
 left=$(ls /dev/shm 2>/dev/null | grep -c '^fastreduce-')
 if [ "$left" = 0 ]; then
