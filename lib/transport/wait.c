@@ -143,10 +143,16 @@ void fr_mpi_left_reap(MPI_Comm released)
         int done = 0;
         if (PMPI_Test(&l->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) { p = &l->next; continue; }
         free(l->buf);
-        *p = l->next;
+        l->buf = NULL;
         int used = 0;
-        for (fr_left_t *o = left; o; o = o->next) used |= o->comm == l->comm;
-        if (l->released && !used && ngone < 16 && l->comm != released) gone[ngone++] = l->comm;
+        for (fr_left_t *o = left; o; o = o->next) used |= o != l && o->comm == l->comm;
+        int frees = l->released && !used && l->comm != released;
+        /* With gone[] full, an entry whose communicator is to be freed
+         * stays, done (its request is MPI_REQUEST_NULL now), so that the
+         * next reap frees it rather than nobody. */
+        if (frees && ngone == (int)(sizeof gone / sizeof gone[0])) { p = &l->next; continue; }
+        if (frees) gone[ngone++] = l->comm;
+        *p = l->next;
         free(l);
     }
     for (fr_left_t *o = left; o; o = o->next) released_used |= released != MPI_COMM_NULL && o->comm == released;

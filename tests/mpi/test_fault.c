@@ -16,6 +16,10 @@
  * anyone. The rank that skipped makes its call late (it cannot complete)
  * and destroys its communicator too.
  *
+ * MPI requests left by timeouts: 17 communicators, more than one pass of
+ * fr_mpi_left_reap frees, each keep one and are destroyed; once the
+ * skipping rank's late calls complete them, every MPI duplicate is freed.
+ *
  * Usage: test_fault [--timeout SECONDS] [--algo NAME]
  *   --timeout   FASTREDUCE_TIMEOUT of the skip tests (default 0.5)
  *   --algo      only that algorithm's skip tests
@@ -251,6 +255,91 @@ static void test_skip(int coll, const char *alg, int check)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* ---- MPI requests left by timeouts: their communicators are freed --------- */
+
+/* An attribute that MPI_Comm_dup copies: counts the duplicates of the
+ * communicator carrying it (fr_comm_create's) and their frees. */
+static int dups_made, dups_freed;
+
+static int count_dup(MPI_Comm c, int key, void *extra, void *in, void *out, int *flag)
+{
+    (void)c; (void)key; (void)extra; (void)in;
+    *(void **)out = &dups_made;   /* (a copy's value; the original's is NULL) */
+    *flag = 1;
+    dups_made++;
+    return MPI_SUCCESS;
+}
+
+static int count_free(MPI_Comm c, int key, void *val, void *extra)
+{
+    (void)c; (void)key; (void)extra;
+    if (val) dups_freed++;
+    return MPI_SUCCESS;
+}
+
+/* More communicators than fr_mpi_left_reap frees in one pass (16) each
+ * keep an MPI request that a timeout left (forced "mpi", the last rank
+ * skips the call) and are destroyed; the last rank then makes the calls,
+ * so MPI completes every request, and the next creates and destroys must
+ * free every one of the duplicated MPI communicators. Before, a reap that
+ * found more than 16 done dropped the rest from its list unfreed. */
+#define LEFT_COMMS 17
+
+static void test_left_many(void)
+{
+    if (only && strcmp(only, "mpi")) return;
+    MPI_Comm u;
+    int key;
+    MPI_Comm_dup(MPI_COMM_WORLD, &u);
+    MPI_Comm_create_keyval(count_dup, count_free, &key, NULL);
+    MPI_Comm_set_attr(u, key, NULL);
+    const int skipper = np - 1, waiter = me != skipper;
+    fr_comm_t c[LEFT_COMMS] = {0};
+    fr_config_t cfg = FR_CONFIG_INIT;
+    cfg.algo = "allreduce=mpi";
+    setenv("FASTREDUCE_TIMEOUT", "0.2", 1);
+    int made = 0, timed_out = 0;
+    for (int k = 0; k < LEFT_COMMS; k++) {
+        if (fr_comm_create(u, &cfg, &c[made]) != FR_SUCCESS) break;   /* (agreed: every rank stops) */
+        if (waiter) {
+            float x[4] = {1, 2, 3, 4};
+            timed_out += fr_allreduce(FR_IN_PLACE, x, 4, FR_FLOAT32, FR_SUM, c[made]) == FR_ERR_TIMED_OUT;
+            fr_comm_destroy(c[made]);
+        }
+        made++;
+    }
+    unsetenv("FASTREDUCE_TIMEOUT");
+    tu_begin("%d communicators left an MPI request by a timeout: the others time out", LEFT_COMMS);
+    TU_CHECK(made == LEFT_COMMS, "fr_comm_create failed after %d: %s", made, fr_last_error());
+    if (waiter) TU_CHECK(timed_out == made, "%d of %d calls timed out", timed_out, made);
+    MPI_Barrier(MPI_COMM_WORLD);
+    tu_begin("%d communicators left an MPI request by a timeout: the late calls complete them", LEFT_COMMS);
+    if (!waiter) {
+        int ok = 0;
+        for (int k = 0; k < made; k++) {
+            float x[4] = {1, 2, 3, 4};
+            ok += fr_allreduce(FR_IN_PLACE, x, 4, FR_FLOAT32, FR_SUM, c[k]) == FR_SUCCESS;
+        }
+        TU_CHECK(ok == made, "%d of %d late calls succeeded: %s", ok, made, fr_last_error());
+        fr_comm_destroy_many(c, made);   /* (each barrier times out: the others skipped theirs) */
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    tu_begin("%d communicators left an MPI request by a timeout: every MPI duplicate is freed", LEFT_COMMS);
+    /* (each create and destroy frees what MPI has completed since; a few
+     * rounds, in case MPI completes the requests over several) */
+    int all_freed = 0;
+    for (int round = 0; round < 20 && !all_freed; round++) {
+        fr_comm_t r = NULL;
+        if (fr_comm_create(MPI_COMM_WORLD, NULL, &r) == FR_SUCCESS) fr_comm_destroy(r);
+        int mine = !waiter || dups_freed == dups_made;
+        MPI_Allreduce(&mine, &all_freed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    }
+    if (waiter) TU_CHECK(dups_made == LEFT_COMMS && dups_freed == dups_made, "%d of the %d duplicates freed",
+                         dups_freed, dups_made);
+    MPI_Comm_free(&u);
+    MPI_Comm_free_keyval(&key);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -265,6 +354,7 @@ int main(int argc, char **argv)
         test_check(NULL);
         test_check("ring");
         test_check_rank0_only();
+        test_left_many();
         /* every host algorithm of the registry */
         const fr_alg_t *algs[TU_MAX_FORCED];
         for (int coll = 0; coll < FR_COLL_COUNT; coll++)
