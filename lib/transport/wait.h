@@ -74,8 +74,9 @@ void fr_rank_list(const int *ranks, int n, char *buf, size_t len);
  * (or NULL) is the heap block the request reads and writes: on a timeout
  * the request, @p buf and the MPI communicator are left to MPI (a
  * collective request cannot be cancelled) and freed by fr_mpi_left_reap()
- * once MPI completes it; the communicator is broken. @p what names the
- * call ("MPI_Iallreduce"). */
+ * once MPI completes it; the communicator is broken. On any other failure
+ * (FR_ERR_MPI) @p buf stays the caller's to free. @p what names the call
+ * ("MPI_Iallreduce"). */
 fr_status_t fr_wait_mpi(struct fr_comm *comm, MPI_Request *req, const char *what, void *buf);
 /* Free what timed-out requests left, for those MPI has completed since.
  * @p released: the MPI communicator of a fastreduce communicator being
