@@ -140,6 +140,7 @@ static void free_comm(struct fr_comm *c)
     if (!fin && c->mpi != MPI_COMM_NULL && !c->mpi_left) PMPI_Comm_free(&c->mpi);
     if (!fin && c->mpi_left) fr_mpi_left_reap(c->mpi);
     free(c->scratch);
+    free(c->bye_vals);   /* (NULL once a timed-out barrier left it to MPI) */
     fr_group_fusion_free(c);
     c->magic = 0;
     free(c);
@@ -235,8 +236,14 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     if (config && config->nccl_eager) FR_CHECK_GOTO(fr_device_setup(c, -1), st, fail_ops);
     FR_CHECK_GOTO(fr_observe_comm(c), st, fail_ops);
     c->magic = FR_COMM_MAGIC;
-    st = fr_agree(c->mpi, live_add(c) ? FR_SUCCESS : FR_ERROR(FR_ERR_NO_MEMORY, "more than %d live communicators",
-                                                              FR_MAX_COMMS), "communicator registration");
+    /* Destroy's barrier block is made here, agreed: a rank that could not
+     * make it at destroy would skip the barrier its peers wait in. Zeroed:
+     * no report unless a barrier completes. */
+    c->bye_vals = calloc(6, sizeof *c->bye_vals);
+    st = fr_agree(c->mpi, !c->bye_vals ? FR_ERROR(FR_ERR_NO_MEMORY, "fr_comm_create: out of memory")
+                          : live_add(c) ? FR_SUCCESS
+                                        : FR_ERROR(FR_ERR_NO_MEMORY, "more than %d live communicators", FR_MAX_COMMS),
+                  "communicator registration");
     if (st != FR_SUCCESS) {
         live_remove(c);
         goto fail_ops;
@@ -258,9 +265,7 @@ fail:
  * number of calls (a rank broken part-way may have made fewer). */
 static fr_status_t post_bye(struct fr_comm *c)
 {
-    c->bye_vals = malloc(6 * sizeof *c->bye_vals);
-    if (!c->bye_vals) return FR_ERROR(FR_ERR_NO_MEMORY, "fr_comm_destroy: out of memory");
-    long *v = c->bye_vals;
+    long *v = c->bye_vals;   /* (made at create: nothing here can fail on one rank alone) */
     v[0] = fr_observe_can_report(c) && !c->broken;
     v[1] = (long)c->seq;
     v[2] = -(long)c->seq;
@@ -271,23 +276,26 @@ static fr_status_t post_bye(struct fr_comm *c)
     return FR_SUCCESS;
 }
 
-/* Wait for @p c's barrier; 1 where the ranks are to make the late-rank report. */
-static int wait_bye(struct fr_comm *c, fr_status_t *st)
+/* Wait for @p c's barrier. */
+static void wait_bye(struct fr_comm *c, fr_status_t *st)
 {
-    if (c->bye == MPI_REQUEST_NULL) return 0;
+    if (c->bye == MPI_REQUEST_NULL) return;
     c->cur = NULL;
     fr_status_t w = fr_wait_mpi(c, &c->bye, "MPI_Iallreduce (barrier) of fr_comm_destroy", c->bye_vals);
-    if (w != FR_SUCCESS) {
-        *st = w;
-        if (w != FR_ERR_TIMED_OUT) free(c->bye_vals);
-        c->bye_vals = NULL;   /* (timed out: MPI's now, freed when it completes) */
-        return 0;
-    }
-    const long *all = c->bye_vals + 3;
-    int report = all[0] == 1 && all[1] == -all[2];
-    free(c->bye_vals);
-    c->bye_vals = NULL;
-    return report;
+    if (w == FR_SUCCESS) return;
+    *st = w;
+    if (w == FR_ERR_TIMED_OUT) c->bye_vals = NULL;   /* (MPI's now, freed when it completes) */
+    else c->bye_vals[3] = 0;                         /* (what a failed request wrote says nothing) */
+}
+
+/* Whether @p c's barrier completed and said every rank is to make the
+ * late-rank report. Kept in the barrier's block rather than in an array
+ * made at destroy: a rank that could not make that array would skip the
+ * report's reductions, which the others wait in. */
+static int bye_report(const struct fr_comm *c)
+{
+    const long *all = c->bye_vals ? c->bye_vals + 3 : NULL;
+    return all && all[0] == 1 && all[1] == -all[2];
 }
 
 /* See comm.h. Every rank finishes its last collective on a communicator
@@ -331,20 +339,18 @@ fr_status_t fr_comm_destroy_many(fr_comm_t *comms, int n)
             if (b != FR_SUCCESS) st = b;
         }
     }
-    int *report = calloc((size_t)(n > 0 ? n : 1), sizeof *report);
     for (int i = 0; i < n; i++)
-        if (comms[i] && wait_bye(comms[i], &st) && report) report[i] = 1;
+        if (comms[i]) wait_bye(comms[i], &st);
     for (int i = 0; i < n; i++)
-        if (report && report[i]) fr_observe_destroy_post(comms[i]);
+        if (comms[i] && bye_report(comms[i])) fr_observe_destroy_post(comms[i]);
     for (int i = 0; i < n; i++) {
         fr_comm_t c = comms[i];
         if (!c) continue;
-        if (report && report[i]) fr_observe_report(c);
+        if (bye_report(c)) fr_observe_report(c);
         live_remove(c);
         free_comm(c);
         fr_mpi_ops_put();
     }
-    free(report);
     return st;
 }
 
