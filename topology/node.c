@@ -17,6 +17,9 @@ static fr_status_t fill_from_leaders(MPI_Comm comm, const int *leader, int size,
     int *index = malloc(sizeof(int) * (size_t)size);
     if (!out->rank_node || !out->rank_local || !count || !index) {
         free(count); free(index);
+        /* (still in the split, with no node, as the others wait in it;
+         * fr_comm_create then agrees on the failure) */
+        PMPI_Comm_split(comm, MPI_UNDEFINED, rank, &out->node_comm);
         return FR_ERROR(FR_ERR_NO_MEMORY, "node grouping: out of memory for %d ranks", size);
     }
     int nnodes = 0;
@@ -40,6 +43,17 @@ static fr_status_t fill_from_leaders(MPI_Comm comm, const int *leader, int size,
     return FR_SUCCESS;
 }
 
+/* Collective: MPI_SUCCESS where every rank of @p comm has @p ok, else
+ * MPI_ERR_NO_MEM. A rank that could not allocate a receive buffer cannot
+ * join the gather that fills it, so the ranks first agree whether all can
+ * (a rank skipping it alone would leave the others waiting there). */
+static int all_have(MPI_Comm comm, int ok)
+{
+    int all = 0;
+    int rc = PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+    return rc != MPI_SUCCESS ? rc : all ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+}
+
 /* leader[r]: the lowest rank whose node name is rank r's, the names
  * compared whole (however long: two ids that differ only at their end
  * are two nodes). Collective over @p comm. */
@@ -49,14 +63,19 @@ static fr_status_t leaders_by_name(MPI_Comm comm, const char *name, int size, in
     int mine = n > INT_MAX / 2 ? INT_MAX / 2 : (int)n;   /* (an environment variable is never near) */
     int *len = malloc(sizeof(int) * (size_t)size), *at = malloc(sizeof(int) * (size_t)size);
     char *all = NULL;
-    int rc = len && at ? PMPI_Allgather(&mine, 1, MPI_INT, len, 1, MPI_INT, comm) : MPI_ERR_NO_MEM;
+    int here = !len || !at;   /* (out of memory on this rank, not another) */
+    int rc = all_have(comm, !here);
+    if (rc == MPI_SUCCESS) rc = PMPI_Allgather(&mine, 1, MPI_INT, len, 1, MPI_INT, comm);
     long long total = 0;
     for (int r = 0; rc == MPI_SUCCESS && r < size; r++) {
         at[r] = (int)total;
         total += len[r];
     }
     if (rc == MPI_SUCCESS && total > INT_MAX) rc = MPI_ERR_COUNT;   /* every rank sees the same total */
-    if (rc == MPI_SUCCESS && !(all = malloc(total ? (size_t)total : 1))) rc = MPI_ERR_NO_MEM;
+    if (rc == MPI_SUCCESS) {
+        here = !(all = malloc(total ? (size_t)total : 1));
+        rc = all_have(comm, !here);
+    }
     if (rc == MPI_SUCCESS) rc = PMPI_Allgatherv(name, mine, MPI_CHAR, all, len, at, MPI_CHAR, comm);
     for (int r = 0; rc == MPI_SUCCESS && r < size; r++) {
         leader[r] = r;
@@ -69,7 +88,8 @@ static fr_status_t leaders_by_name(MPI_Comm comm, const char *name, int size, in
     free(len);
     free(at);
     free(all);
-    if (rc == MPI_ERR_NO_MEM) return FR_ERROR(FR_ERR_NO_MEMORY, "node grouping: out of memory");
+    if (rc == MPI_ERR_NO_MEM)
+        return FR_ERROR(FR_ERR_NO_MEMORY, "node grouping: out of memory %s", here ? "on this rank" : "on another rank");
     if (rc == MPI_ERR_COUNT) return FR_ERROR(FR_ERR_CONFIG, "node grouping: the node names add up to over 2 GiB");
     return rc == MPI_SUCCESS ? FR_SUCCESS : FR_ERROR(FR_ERR_MPI, "node grouping: exchanging node names failed");
 }
@@ -118,15 +138,20 @@ fr_status_t fr_node_group(MPI_Comm comm, int node_size, const char *hostid, fr_n
     PMPI_Comm_rank(comm, &rank);
     PMPI_Comm_size(comm, &size);
     int *leader = malloc(sizeof(int) * (size_t)size);
-    if (!leader) return FR_ERROR(FR_ERR_NO_MEMORY, "node grouping: out of memory");
 
     /* Every rank groups by rank 0's node size: a rank grouping by its own
      * would make other MPI calls than the rest below (a hang) or count
      * other nodes. The same reduction says whether any rank names its node
-     * with FASTREDUCE_HOSTID. */
+     * with FASTREDUCE_HOSTID, and whether any lacks memory for leader[]
+     * (then every rank stops here, none waiting in a gather it skips). */
     int own = node_size > 0 ? node_size : 0;
-    int mine[2] = { hostid != NULL, rank == 0 ? own : -1 }, all[2] = { 0, own };
-    rc |= PMPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, comm);
+    int mine[3] = { hostid != NULL, rank == 0 ? own : -1, !leader }, all[3] = { 0, own, !leader };
+    rc |= PMPI_Allreduce(mine, all, 3, MPI_INT, MPI_MAX, comm);
+    if (all[2]) {
+        const char *where = leader ? "on another rank" : "on this rank";
+        free(leader);
+        return FR_ERROR(FR_ERR_NO_MEMORY, "node grouping: out of memory %s", where);
+    }
     node_size = all[1];
     if (rc == MPI_SUCCESS && node_size != own) warn_node_size(own, node_size);
     if (node_size > 0) hostid = NULL;

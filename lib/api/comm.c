@@ -197,9 +197,13 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     fr_settings_load(&c->set, config, c->rank, fr_settings_when(FR_WHEN_CREATE));
 
     fr_nodeinfo_t ni;
-    FR_CHECK_GOTO(fr_node_group(c->mpi, (int)c->set.node_size, c->set.hostid, &ni), st, fail);
-    c->node = ni.node; c->nnodes = ni.nnodes; c->local_rank = ni.local_rank; c->local_size = ni.local_size;
-    c->ppn = ni.ppn; c->rank_node = ni.rank_node; c->rank_local = ni.rank_local; c->node_comm = ni.node_comm;
+    st = fr_node_group(c->mpi, (int)c->set.node_size, c->set.hostid, &ni);
+    if (st == FR_SUCCESS) {
+        c->node = ni.node; c->nnodes = ni.nnodes; c->local_rank = ni.local_rank; c->local_size = ni.local_size;
+        c->ppn = ni.ppn; c->rank_node = ni.rank_node; c->rank_local = ni.rank_local; c->node_comm = ni.node_comm;
+    }
+    /* (a rank can fail there alone, out of memory after the others' split) */
+    FR_CHECK_GOTO(fr_agree(c->mpi, st, "node grouping"), st, fail);
 
     /* Before UCX starts: binding and the NIC it is told to use. */
     fr_binding_t bind;
