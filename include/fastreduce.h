@@ -226,6 +226,10 @@ typedef struct fr_config {
  * whose algorithm needs them, on every rank in that same call; if that
  * fails, the call returns FR_ERR_UCX on every rank.
  *
+ * Not bounded by FASTREDUCE_TIMEOUT (which it reads, rank 0's value
+ * holding): like an MPI collective, it waits for every rank, forever if
+ * one died or never calls it.
+ *
  * @param mpi_comm an intra-communicator (MPI must be initialized)
  * @param config   NULL, or settings that override the environment
  * @param out      receives the handle; set to NULL on failure
