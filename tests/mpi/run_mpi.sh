@@ -16,6 +16,7 @@
 #   FR_MPIEXEC_FLAGS          extra launcher flags
 #   FR_TEST_SMOKE=1           only a few launches (make distcheck)
 #   FR_TEST_ONLY=nb           only the interposer's non-blocking launches (nb_suite)
+#   FR_TEST_ONLY=bench        only the benchmarks' and the trainer's checks (bench_suite)
 # Exit status: 0 if every launch passed, 1 if any failed or timed out,
 # 99 if the test programs are missing.
 set -u
@@ -186,6 +187,8 @@ smoke_suite() {
 
 # nb_suite: the interposer's MPI_Iallreduce and MPI_Ibcast (mpi/nb_suite.sh)
 . "$(dirname "$0")/nb_suite.sh"
+# bench_suite: the benchmarks' scripts and programs, and the trainer (mpi/bench_suite.sh)
+. "$(dirname "$0")/bench_suite.sh"
 
 full_suite() {
 
@@ -695,6 +698,8 @@ for np in 2 3; do
     pass_fail $same "trainer np=$np: parameters with --mem private (copy path) identical to shared memory's (zero-copy)"
     grep -hE '^epoch 3' "$on.out" "$off.out" "$m.out" | sed 's/^/    /'
 done
+# the benchmarks' refusals and headers, and the trainer's (mpi/bench_suite.sh)
+bench_suite
 
 # The logger: FASTREDUCE_DEBUG=INFO into FASTREDUCE_DEBUG_FILE, one file per
 # process (%h host, %p pid), rank 0's naming each call's algorithm.
@@ -901,6 +906,7 @@ fi
 
 if [ "${FR_TEST_SMOKE:-0}" = 1 ]; then smoke_suite
 elif [ "${FR_TEST_ONLY:-}" = nb ]; then nb_suite
+elif [ "${FR_TEST_ONLY:-}" = bench ]; then bench_suite
 else full_suite; fi
 
 echo "run_mpi.sh: $nlaunch launches, $launch_fail failed, $nskip skipped, $((SECONDS - t_start)) s"

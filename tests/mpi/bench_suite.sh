@@ -1,0 +1,45 @@
+# Sourced by run_mpi.sh (its launcher, pass_fail, LOGDIR, FLAVOR, TIMEOUT
+# and top_builddir): bench_suite, short runs of the benchmarks' scripts and
+# programs (benchmarks/) and of the example trainer that check what they
+# refuse and what they say about their own method, not their figures.
+# shellcheck shell=bash
+
+BENCH_DIR="$LOGDIR/bench"
+BENCH_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck disable=SC2154   # (top_builddir: run_mpi.sh's)
+BENCH_BIN=$(cd "$top_builddir/benchmarks" 2>/dev/null && pwd)
+
+# bench_launch TAG NP PROGRAM ARGS...: NP ranks of PROGRAM; $BENCH_DIR/TAG.out and .err, rc
+bench_launch() {
+    local tag=$1 n=$2
+    shift 2
+    launcher FASTREDUCE_TUNE_PATH
+    timeout -k 15 "$TIMEOUT" "${LAUNCH[@]}" -n "$n" "$@" </dev/null >"$BENCH_DIR/$tag.out" 2>"$BENCH_DIR/$tag.err"
+    rc=$?
+}
+
+# perf_tables.sh np in a copy of the scripts whose build-openmpi runs this
+# build's programs at two tiny sizes, and with no build-mpich, the usual
+# case: every round runs and the tables are printed. Open MPI only
+# (compare.sh launches build-openmpi with mpirun).
+bench_perf_tables() {
+    [ "$FLAVOR" = openmpi ] || return 0
+    local d="$BENCH_DIR/perf_tables" b nt
+    mkdir -p "$d/benchmarks" "$d/scripts" "$d/build-openmpi/benchmarks"
+    cp "$BENCH_SRC/benchmarks/compare.sh" "$BENCH_SRC/benchmarks/perf_tables.sh" "$d/benchmarks/"
+    cp "$BENCH_SRC/scripts/env.sh" "$d/scripts/"
+    for b in allreduce bcast; do
+        printf '#!/bin/sh\nexec %s "$@" -m 4:64 -i 2 -x 0\n' "$BENCH_BIN/fr_osu_$b" >"$d/build-openmpi/benchmarks/fr_osu_$b"
+        chmod +x "$d/build-openmpi/benchmarks/fr_osu_$b"
+    done
+    timeout -k 15 "$TIMEOUT" bash "$d/benchmarks/perf_tables.sh" np 2 2 "$d/out" </dev/null >"$d/tables.out" 2>&1
+    rc=$?
+    nt=$(grep -cE '^(allreduce|bcast), np=2, ' "$d/tables.out")
+    ok=0; [ "$rc" = 0 ] && [ "$nt" = 2 ] && [ -s "$d/out/round2.txt" ] && ok=1
+    pass_fail $ok "perf_tables.sh np 2 2 without an MPICH build: exit $rc, $nt of 2 tables, round 2 $([ -s "$d/out/round2.txt" ] && echo ran || echo missing) (output: $d/tables.out)"
+}
+
+bench_suite() {
+    rm -rf "$BENCH_DIR"; mkdir -p "$BENCH_DIR"
+    bench_perf_tables
+}
