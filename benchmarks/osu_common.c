@@ -294,8 +294,10 @@ int osu_validate_size(const osu_coll_t *coll, osu_ctx_t *c, size_t size,
  * does: with a communicator per column, the columns' shared segments
  * evict each other from the cache between blocks, which costs most the
  * variants with the largest footprint (docs/performance.md, "Design
- * decisions"). A forced column's table is FASTREDUCE_ALGO's rule followed
- * by the communicator's own, as for fr_comm_create with config->algo. */
+ * decisions"). That communicator is osu_setup's (c->comm), its own table
+ * put back at the end; osu_teardown destroys it. A forced column's table
+ * is FASTREDUCE_ALGO's rule followed by the communicator's own, as for
+ * fr_comm_create with config->algo. */
 static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
 {
     const osu_opts_t *o = c->o;
@@ -304,9 +306,7 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
     int n = 0, table = -1, declined[MAX_COMPARE];
     const char *forced[MAX_COMPARE];   /* the algorithm a column forces for this collective, or NULL */
     const int fc = coll->kind == OSU_ALLREDUCE ? FR_COLL_ALLREDUCE : FR_COLL_BCAST;
-    fr_comm_t comm;
-    fr_status_t st = fr_comm_create(MPI_COMM_WORLD, NULL, &comm);
-    if (st != FR_SUCCESS) osu_die("fr_comm_create", fr_last_error());
+    const fr_comm_t comm = c->comm;
     const fr_table_t own = *fr_comm_table(comm);
     snprintf(list, sizeof list, "%s", o->compare);
     for (char *w = strtok_r(list, ",", &save); w && n < MAX_COMPARE; w = strtok_r(NULL, ",", &save)) {
@@ -356,7 +356,6 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
             size_t bytes = c->count * c->esize;
             int iters = osu_default_iters(o, bytes), warm = osu_default_warmup(o, bytes);
             int nb = o->blocks < iters ? o->blocks : iters, per = (iters + nb - 1) / nb;
-            c->comm = comm;
             for (int k = 0; k < n; k++) {
                 fr_select_use(comm, tabs[k]);
                 for (int j = 0; j < warm; j++) run_one(coll, c, 0);
@@ -415,7 +414,6 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
     fr_select_use(comm, own);
     for (int k = 0; k < n; k++)
         if (k != table) fr_table_free(&tabs[k]);
-    fr_comm_destroy(comm);
     return 0;
 }
 
@@ -516,7 +514,10 @@ int osu_setup(int argc, char **argv, const osu_coll_t *coll, int nonblocking, os
 
 void osu_teardown(osu_ctx_t *c)
 {
-    fr_comm_destroy(c->comm);
+    /* checked: a communicator destroyed twice (FR_ERR_BAD_COMM), or one
+     * that would not go, is a bug of the driver that would otherwise pass
+     * unseen */
+    osu_check_fr(fr_comm_destroy(c->comm), "fr_comm_destroy");
     if (c->o->device) { bd_free(c->sbuf); bd_free(c->rbuf); }
     free_host_buffers(c);
     MPI_Finalize();

@@ -39,7 +39,19 @@ bench_perf_tables() {
     pass_fail $ok "perf_tables.sh np 2 2 without an MPICH build: exit $rc, $nt of 2 tables, round 2 $([ -s "$d/out/round2.txt" ] && echo ran || echo missing) (output: $d/tables.out)"
 }
 
+# --compare runs on the communicator osu_setup made, which osu_teardown
+# destroys once (it stops the run when fr_comm_destroy fails: a second
+# destroy of one communicator is FR_ERR_BAD_COMM)
+bench_compare() {
+    local rows
+    bench_launch compare 2 "$BENCH_BIN/fr_osu_allreduce" -m 4:8 -i 2 -x 0 --compare shm,table
+    rows=$(grep -cE '^[0-9]+ ' "$BENCH_DIR/compare.out")
+    ok=0; [ "$rc" = 0 ] && [ "$rows" = 2 ] && ! grep -q fr_comm_destroy "$BENCH_DIR/compare.err" && ok=1
+    pass_fail $ok "fr_osu_allreduce --compare shm,table np=2: exit $rc, $rows of 2 rows$(grep -m1 -o 'fr_comm_destroy failed.*' "$BENCH_DIR/compare.err" | sed 's/^/; /')"
+}
+
 bench_suite() {
     rm -rf "$BENCH_DIR"; mkdir -p "$BENCH_DIR"
     bench_perf_tables
+    bench_compare
 }
