@@ -37,6 +37,25 @@ int osu_default_warmup(const osu_opts_t *o, size_t bytes)
     return n < 2 ? 2 : (int)n;
 }
 
+int osu_blocks(const osu_opts_t *o, size_t bytes)
+{
+    int iters = osu_default_iters(o, bytes);
+    return o->blocks < iters ? o->blocks : iters;
+}
+
+void osu_blocks_text(const osu_opts_t *o, size_t esize, char *buf, size_t len)
+{
+    int lo = INT_MAX, hi = 0;
+    for (size_t size = osu_first_size(o); size; size = osu_next_size(o, size)) {
+        if (size < esize) continue;
+        int nb = osu_blocks(o, size / esize * esize);
+        lo = nb < lo ? nb : lo;
+        hi = nb > hi ? nb : hi;
+    }
+    if (lo >= hi) snprintf(buf, len, "%d block%s", hi, hi == 1 ? "" : "s");
+    else snprintf(buf, len, "%d to %d blocks, by size", lo, hi);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -103,7 +122,7 @@ static void time_size(const osu_coll_t *coll, osu_ctx_t *c, osu_result_t *r)
     const osu_opts_t *o = c->o;
     size_t bytes = c->count * c->esize;
     int iters = osu_default_iters(o, bytes), warm = osu_default_warmup(o, bytes);
-    int nb = o->blocks < iters ? o->blocks : iters;
+    int nb = osu_blocks(o, bytes);
     int per = (iters + nb - 1) / nb;
     double loc[2 * OSU_MAX_BLOCKS], vmax[2 * OSU_MAX_BLOCKS], vmin[2 * OSU_MAX_BLOCKS];
 
@@ -203,12 +222,13 @@ void osu_print_intro(const osu_ctx_t *c, const osu_coll_t *coll, const char *nam
 static void print_header(const osu_coll_t *coll, const osu_ctx_t *c, double mbw, size_t mbytes)
 {
     const osu_opts_t *o = c->o;
-    char name[64];
+    char name[64], nblocks[128];
     snprintf(name, sizeof name, "%s Latency Test", coll->title);
     osu_print_intro(c, coll, name);
-    printf("# Avg Latency: median of %d blocks; a block's latency is the max over ranks of\n"
+    osu_blocks_text(o, c->esize, nblocks, sizeof nblocks);
+    printf("# Avg Latency: median of %s; a block's latency is the max over ranks of\n"
            "#   each rank's average time per call in the block (Min/Max: extremes of those\n"
-           "#   per-rank block averages)\n", o->blocks);
+           "#   per-rank block averages)\n", nblocks);
     if (o->vs_mpi) {
         char ver[MPI_MAX_LIBRARY_VERSION_STRING];
         osu_mpi_version(ver, sizeof ver);
@@ -328,11 +348,13 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
         names[n++] = w;
     }
     if (osu_rank == 0) {
+        char nblocks[128];
+        osu_blocks_text(o, c->esize, nblocks, sizeof nblocks);
         printf("# OSU MPI-style fastreduce %s Latency Test, --compare\n", coll->title);
         printf("# Datatype: %s.\n", o->type_label);
-        printf("# libfastreduce %s, %d ranks, fastreduce type %s; each column: median over %d blocks of the\n"
+        printf("# libfastreduce %s, %d ranks, fastreduce type %s; each column: median over %s of the\n"
                "#   max over ranks of a rank's average time per call, blocks of the columns in turn\n",
-               fr_version(), c->nranks, fr_dtype_name(o->dtype), o->blocks);
+               fr_version(), c->nranks, fr_dtype_name(o->dtype), nblocks);
         if (table >= 0)
             printf("# table/best: the table's choice over the fastest forced column (1.00: as fast), the median\n"
                    "#   over blocks of the ratio of their two blocks\n");
@@ -355,7 +377,7 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
         if (c->count > 0) {
             size_t bytes = c->count * c->esize;
             int iters = osu_default_iters(o, bytes), warm = osu_default_warmup(o, bytes);
-            int nb = o->blocks < iters ? o->blocks : iters, per = (iters + nb - 1) / nb;
+            int nb = osu_blocks(o, bytes), per = (iters + nb - 1) / nb;
             for (int k = 0; k < n; k++) {
                 fr_select_use(comm, tabs[k]);
                 for (int j = 0; j < warm; j++) run_one(coll, c, 0);

@@ -154,6 +154,13 @@ double osu_median(double *v, int n);
 /* Timed and untimed iterations for a size of @p bytes (-i, -x, or the defaults). */
 int    osu_default_iters(const osu_opts_t *o, size_t bytes);
 int    osu_default_warmup(const osu_opts_t *o, size_t bytes);
+/* The timing blocks of a size of @p bytes: --blocks, or its timed
+ * iterations where they are fewer (a block holds one call at least). */
+int    osu_blocks(const osu_opts_t *o, size_t bytes);
+/* The headers' count of blocks, the run's sizes (of elements of @p esize
+ * bytes) together: "5 blocks", or "3 to 5 blocks, by size" where they differ,
+ * so that the header states what each size's median was taken over. */
+void   osu_blocks_text(const osu_opts_t *o, size_t esize, char *buf, size_t len);
 /* Every size of the run: the first, and the next after @p size (0 past the last). */
 size_t osu_first_size(const osu_opts_t *o);
 size_t osu_next_size(const osu_opts_t *o, size_t size);

@@ -202,7 +202,7 @@ static void time_size(const osu_coll_t *coll, osu_ctx_t *c, nb_result_t *res)
     const osu_opts_t *o = c->o;
     size_t bytes = c->count * c->esize;
     int iters = osu_default_iters(o, bytes), warm = osu_default_warmup(o, bytes);
-    int nb = o->blocks < iters ? o->blocks : iters, per = (iters + nb - 1) / nb;
+    int nb = osu_blocks(o, bytes), per = (iters + nb - 1) / nb;
     int nlib = o->vs_mpi ? NB_LIBS : 1;
     double targets[NB_LIBS] = { 0, 0 }, med[NB_LIBS * NB_NCOLS], scratch[NB_NCOLS] = { 0 };
     double *loc = malloc(sizeof(double) * NB_LIBS * (size_t)nb * NB_NCOLS);
@@ -235,7 +235,7 @@ static void time_size(const osu_coll_t *coll, osu_ctx_t *c, nb_result_t *res)
 static void print_header(const osu_coll_t *coll, const osu_ctx_t *c)
 {
     const osu_opts_t *o = c->o;
-    char name[64];
+    char name[64], nblocks[128];
     snprintf(name, sizeof name, "Non-blocking %s Latency Test", coll->title);
     osu_print_intro(c, coll, name);
     osu_print_threads(c->comm, o->thread_level, o->thread_provided);
@@ -248,10 +248,11 @@ static void print_header(const osu_coll_t *coll, const osu_ctx_t *c)
                o->test_every_us);
     else
         printf("# Test calls: none during the compute\n");
+    osu_blocks_text(o, c->esize, nblocks, sizeof nblocks);
     printf("# Overall = start + compute + wait; Pure Comm. = start + wait alone; Compute is calibrated to\n"
-           "#   the same library's Pure Comm. Each time: median of %d blocks of the max over ranks of each\n"
+           "#   the same library's Pure Comm. Each time: median of %s of the max over ranks of each\n"
            "#   rank's average per iteration in the block. Overlap(%%) = max(0, 100 * (1 - (Overall - Compute)\n"
-           "#   / Pure Comm.))\n", o->blocks);
+           "#   / Pure Comm.))\n", nblocks);
     if (o->vs_mpi)
         printf("# --vs-mpi: each size has a row of %s after fastreduce's; their blocks alternate%s\n",
                call_name(coll, 1),

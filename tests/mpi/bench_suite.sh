@@ -50,8 +50,24 @@ bench_compare() {
     pass_fail $ok "fr_osu_allreduce --compare shm,table np=2: exit $rc, $rows of 2 rows$(grep -m1 -o 'fr_comm_destroy failed.*' "$BENCH_DIR/compare.err" | sed 's/^/; /')"
 }
 
+# -i below --blocks: every header states the blocks the sizes were
+# timed in (one a call), not --blocks
+bench_blocks() {
+    local run p n want="median (of|over) 3 blocks[; ]"
+    for run in fr_osu_allreduce fr_osu_iallreduce "fr_osu_bcast --compare shm,table"; do
+        # shellcheck disable=SC2086
+        set -- $run
+        p=$1; shift
+        bench_launch "blocks-$p" 2 "$BENCH_BIN/$p" -m 4:8 -i 3 -x 1 "$@"
+        n=$(grep -cE "$want" "$BENCH_DIR/blocks-$p.out")
+        ok=0; [ "$rc" = 0 ] && [ "$n" = 1 ] && ok=1
+        pass_fail $ok "$run -i 3 (--blocks 5): exit $rc, header: $(grep -m1 -oE 'median (of|over) [^;]*blocks[^;]*' "$BENCH_DIR/blocks-$p.out")"
+    done
+}
+
 bench_suite() {
     rm -rf "$BENCH_DIR"; mkdir -p "$BENCH_DIR"
     bench_perf_tables
     bench_compare
+    bench_blocks
 }
