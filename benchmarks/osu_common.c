@@ -98,7 +98,13 @@ static void run_one(const osu_coll_t *coll, osu_ctx_t *c, int use_mpi)
     else osu_check_fr(coll->run_fr(c), ar ? "fr_allreduce" : "fr_bcast");
 }
 
-/* This rank's average time of one call over a block of n calls, in us. */
+/* This rank's average time of one call over a block of n calls, in us.
+ * By default the calls run back to back and are timed together: a rank
+ * starts a call as soon as its part of the one before is done, so a bcast
+ * root may run ahead while the receivers still copy (a throughput). With
+ * --barrier each call is timed alone and an MPI_Barrier follows it outside
+ * the timer, as OSU's osu_bcast and osu_allreduce do: every call starts
+ * with every rank done with the one before (a latency). */
 static double time_block(const osu_coll_t *coll, osu_ctx_t *c, int use_mpi, int n)
 {
     /* one untimed call first: blocks of different kinds (ours and MPI's, or
@@ -106,6 +112,16 @@ static double time_block(const osu_coll_t *coll, osu_ctx_t *c, int use_mpi, int 
      * kind's block finds the caches holding that one's segments and buffers */
     run_one(coll, c, use_mpi);
     MPI_Barrier(c->mpi_comm);
+    if (c->o->barrier) {
+        double sum = 0;
+        for (int j = 0; j < n; j++) {
+            double t0 = MPI_Wtime();
+            run_one(coll, c, use_mpi);
+            sum += MPI_Wtime() - t0;
+            MPI_Barrier(c->mpi_comm);
+        }
+        return sum * 1e6 / n;
+    }
     double t0 = MPI_Wtime();
     for (int j = 0; j < n; j++) run_one(coll, c, use_mpi);
     return (MPI_Wtime() - t0) * 1e6 / n;
@@ -219,6 +235,17 @@ void osu_print_intro(const osu_ctx_t *c, const osu_coll_t *coll, const char *nam
     printf(", algorithm %s\n", o->algo ? o->algo : "from the tuning table");
 }
 
+/* The header's line on how a rank's time per call is taken (time_block). */
+static void print_method(const osu_opts_t *o)
+{
+    if (o->barrier)
+        printf("# Timing: each call timed alone, a barrier after it (OSU's method); a rank's time per call\n"
+               "#   is the mean of its calls' times in the block\n");
+    else
+        printf("# Timing: calls back to back; a rank's time per call is the block's time / calls (for bcast\n"
+               "#   a throughput: the root may run ahead; --barrier times as OSU)\n");
+}
+
 static void print_header(const osu_coll_t *coll, const osu_ctx_t *c, double mbw, size_t mbytes)
 {
     const osu_opts_t *o = c->o;
@@ -229,6 +256,7 @@ static void print_header(const osu_coll_t *coll, const osu_ctx_t *c, double mbw,
     printf("# Avg Latency: median of %s; a block's latency is the max over ranks of\n"
            "#   each rank's average time per call in the block (Min/Max: extremes of those\n"
            "#   per-rank block averages)\n", nblocks);
+    print_method(o);
     if (o->vs_mpi) {
         char ver[MPI_MAX_LIBRARY_VERSION_STRING];
         osu_mpi_version(ver, sizeof ver);
@@ -355,6 +383,7 @@ static int run_compare(const osu_coll_t *coll, osu_ctx_t *c)
         printf("# libfastreduce %s, %d ranks, fastreduce type %s; each column: median over %s of the\n"
                "#   max over ranks of a rank's average time per call, blocks of the columns in turn\n",
                fr_version(), c->nranks, fr_dtype_name(o->dtype), nblocks);
+        print_method(o);
         if (table >= 0)
             printf("# table/best: the table's choice over the fastest forced column (1.00: as fast), the median\n"
                    "#   over blocks of the ratio of their two blocks\n");

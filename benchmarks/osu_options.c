@@ -233,7 +233,11 @@ static void usage(FILE *f, osu_kind_t kind, int nb)
             "                                blocks, and print both latencies and MPI/ours\n"
             "      --compare LIST            time several choices side by side, blocks in turn:\n"
             "                                algorithm names, and 'table' for the tuning table's\n"
-            "                                choice; prints each, the best forced one and table/best\n",
+            "                                choice; prints each, the best forced one and table/best\n"
+            "      --barrier                 time each call alone with an MPI_Barrier after it,\n"
+            "                                outside the timer, as OSU (default: a block's calls back\n"
+            "                                to back, timed together: for bcast a throughput, the\n"
+            "                                root may run ahead of the receivers)\n",
             ar ? "Allreduce" : "Bcast");
     fprintf(f,
         "      --blocks N                timing blocks per size; %s is their median (default 5)\n"
@@ -246,7 +250,7 @@ static void usage(FILE *f, osu_kind_t kind, int nb)
 
 enum {
     OPT_ALGO = 256, OPT_OP, OPT_ROOT, OPT_VS_MPI, OPT_BLOCKS, OPT_COMPARE,
-    OPT_COMPUTE, OPT_TEST_EVERY, OPT_THREAD_LEVEL, OPT_MEM
+    OPT_COMPUTE, OPT_TEST_EVERY, OPT_THREAD_LEVEL, OPT_MEM, OPT_BARRIER
 };
 
 static const struct option longopts[] = {
@@ -269,6 +273,7 @@ static const struct option longopts[] = {
     { "test-every",   required_argument, NULL, OPT_TEST_EVERY },
     { "thread-level", required_argument, NULL, OPT_THREAD_LEVEL },
     { "mem",          required_argument, NULL, OPT_MEM },
+    { "barrier",      no_argument,       NULL, OPT_BARRIER },
     { NULL, 0, NULL, 0 }
 };
 
@@ -388,6 +393,11 @@ static int parse_one(parse_state_t *p, int c, const char *arg, osu_opts_t *o)
         else snprintf(p->bad, sizeof p->bad, "unknown --mem '%s' (malloc, fr or mpi)", arg);
         break;
     case OPT_COMPARE: parse_compare(p, arg, o); break;
+    case OPT_BARRIER:
+        /* the non-blocking programs already start each iteration after a barrier */
+        if (p->nb) snprintf(p->bad, sizeof p->bad, "--barrier is for the blocking programs");
+        o->barrier = 1;
+        break;
     case OPT_BLOCKS:
         if (osu_parse_uint(arg, OSU_MAX_BLOCKS, &v) || v < 1)
             snprintf(p->bad, sizeof p->bad, "invalid blocks '%s' (1..%d)", arg, OSU_MAX_BLOCKS);

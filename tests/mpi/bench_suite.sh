@@ -65,9 +65,31 @@ bench_blocks() {
     done
 }
 
+# The header's "# Timing:" line names the method: calls back to back by
+# default, OSU's with --barrier (--vs-mpi and --compare too); the
+# non-blocking programs refuse --barrier
+bench_barrier() {
+    local run p n want
+    for run in "" "--vs-mpi" "--compare shm,table"; do
+        for p in "" --barrier; do
+            want="^# Timing: calls back to back; "
+            [ -n "$p" ] && want="^# Timing: each call timed alone, a barrier after it \\(OSU's method\\); "
+            # shellcheck disable=SC2086
+            bench_launch barrier 2 "$BENCH_BIN/fr_osu_bcast" -m 16K:16K -i 5 -x 1 $run $p
+            n=$(grep -cE "$want" "$BENCH_DIR/barrier.out")
+            ok=0; [ "$rc" = 0 ] && [ "$n" = 1 ] && grep -qE '^16384 ' "$BENCH_DIR/barrier.out" && ok=1
+            pass_fail $ok "fr_osu_bcast${run:+ $run}${p:+ $p}: exit $rc, $(grep -m1 -oE '^# Timing: [^;]*' "$BENCH_DIR/barrier.out" || echo 'no # Timing: line')"
+        done
+    done
+    bench_launch barrier-nb 2 "$BENCH_BIN/fr_osu_ibcast" --barrier
+    ok=0; [ "$rc" = 1 ] && grep -q '^fr_osu_ibcast: --barrier is for the blocking programs$' "$BENCH_DIR/barrier-nb.err" && ok=1
+    pass_fail $ok "fr_osu_ibcast --barrier refused: exit $rc, $(head -n 1 "$BENCH_DIR/barrier-nb.err")"
+}
+
 bench_suite() {
     rm -rf "$BENCH_DIR"; mkdir -p "$BENCH_DIR"
     bench_perf_tables
     bench_compare
     bench_blocks
+    bench_barrier
 }
