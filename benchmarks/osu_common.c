@@ -585,13 +585,16 @@ size_t osu_next_size(const osu_opts_t *o, size_t size)
 }
 
 /* The largest size's latency against one copy of its bytes: a broadcast
- * between two ranks of a node cannot beat one copy into the other's buffer. */
-static void print_bcast_limit(const osu_result_t *last, size_t last_bytes, double mbw)
+ * between two ranks of a node cannot beat one copy into the other's buffer,
+ * so at 2 ranks the line calls it the limit; at other counts it is only a
+ * yardstick (the root feeds several receivers, or there is none). */
+static void print_bcast_limit(const osu_result_t *last, size_t last_bytes, double mbw, int nranks)
 {
     double copy_us = (double)last_bytes / mbw * 1e6;
     printf("# Largest size %zu B: latency %.2f us = %.2f x one memcpy of the message "
-           "(%.2f us at %.2f GB/s), the limit for 2 ranks\n",
-           last_bytes, last->ours, last->ours / copy_us, copy_us, mbw / 1e9);
+           "(%.2f us at %.2f GB/s)%s\n",
+           last_bytes, last->ours, last->ours / copy_us, copy_us, mbw / 1e9,
+           nranks == 2 ? ", the limit for 2 ranks" : "");
 }
 
 /* Seconds for every rank to memcpy @p bytes between two private buffers
@@ -663,7 +666,7 @@ int osu_main(int argc, char **argv, const osu_coll_t *coll)
         last_bytes = c.count * c.esize;
     }
     if (osu_rank == 0 && coll->kind == OSU_BCAST && last_bytes && mbw > 0 && last.ours > 0)
-        print_bcast_limit(&last, last_bytes, mbw);
+        print_bcast_limit(&last, last_bytes, mbw, c.nranks);
     if (coll->kind == OSU_ALLREDUCE && last_bytes && !o.device) {
         double bound = all_copy_seconds(last_bytes);
         if (osu_rank == 0 && bound > 0)

@@ -86,10 +86,24 @@ bench_barrier() {
     pass_fail $ok "fr_osu_ibcast --barrier refused: exit $rc, $(head -n 1 "$BENCH_DIR/barrier-nb.err")"
 }
 
+# fr_osu_bcast's closing line calls one memcpy the limit at 2 ranks only
+bench_bcast_limit() {
+    local np n lim want
+    for np in 2 3; do
+        bench_launch limit-$np $np "$BENCH_BIN/fr_osu_bcast" -m 1:64 -i 5 -x 1
+        n=$(grep -c '^# Largest size 64 B: latency .* x one memcpy of the message' "$BENCH_DIR/limit-$np.out")
+        lim=$(grep -c 'the limit for 2 ranks' "$BENCH_DIR/limit-$np.out")
+        want=0; [ $np = 2 ] && want=1
+        ok=0; [ "$rc" = 0 ] && [ "$n" = 1 ] && [ "$lim" = $want ] && ok=1
+        pass_fail $ok "fr_osu_bcast np=$np: exit $rc, $n closing line(s), $lim saying 'the limit for 2 ranks' (want $want)"
+    done
+}
+
 bench_suite() {
     rm -rf "$BENCH_DIR"; mkdir -p "$BENCH_DIR"
     bench_perf_tables
     bench_compare
     bench_blocks
     bench_barrier
+    bench_bcast_limit
 }
