@@ -184,9 +184,12 @@ static void make_counts(group_t *g)
 
 static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-static void alloc_buffers(group_t *g)
+/* The buffers, filled; 0 (collective) when this node's ranks could not
+ * hold them (osu_memory_fits), before any is allocated. */
+static int alloc_buffers(group_t *g)
 {
     size_t bytes = 0;
+    char what[96];
     g->counts = calloc(g->n, sizeof *g->counts);
     g->send = calloc(g->n, sizeof *g->send);
     g->recv = calloc(g->n, sizeof *g->recv);
@@ -194,6 +197,9 @@ static void alloc_buffers(group_t *g)
     if (!g->counts || !g->send || !g->recv || !g->reqs) osu_die("calloc", "out of memory");
     make_counts(g);
     for (size_t i = 0; i < g->n; i++) bytes += round_up(g->counts[i] * ESIZE, ALIGN);
+    snprintf(what, sizeof what, "the buffers' %.2f GiB twice, send and receive, a rank",
+             (double)bytes / (double)(1 << 30));
+    if (!osu_memory_fits(2.0 * (double)bytes, 0, what)) return 0;
     if (posix_memalign(&g->arena_s, 4096, bytes) || posix_memalign(&g->arena_r, 4096, bytes))
         osu_die("posix_memalign", "out of memory for the buffers");
     memset(g->arena_s, 0, bytes);   /* touched now: page faults stay out of the timings */
@@ -206,6 +212,7 @@ static void alloc_buffers(group_t *g)
         g->total += g->counts[i];
         for (size_t e = 0; e < g->counts[i]; e++) g->send[i][e] = 1.0f;
     }
+    return 1;
 }
 
 static void free_buffers(group_t *g)
@@ -390,7 +397,12 @@ int main(int argc, char **argv)
     g.rank = osu_rank;
     MPI_Comm_size(MPI_COMM_WORLD, &g.nranks);
     g.n = o.n;
-    alloc_buffers(&g);
+    if (!alloc_buffers(&g)) {
+        free_buffers(&g);
+        fr_comm_destroy(g.comm);
+        MPI_Finalize();
+        return 1;
+    }
     int nvar = o.vs_mpi ? V_COUNT : V_MPI;
     double *t = calloc((size_t)nvar * (size_t)o.iters, sizeof *t);
     if (!t) osu_die("calloc", "out of memory");

@@ -511,6 +511,50 @@ static void free_host_buffers(osu_ctx_t *c)
     else { free(c->hs); free(c->hr); }
 }
 
+int osu_memory_fits(double each, double first, const char *what)
+{
+    MPI_Comm node;
+    int local = 0, nlocal = 1, world = 0, has_first = 0, ok = 1, all_ok = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world);
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_size(node, &nlocal);
+    MPI_Allreduce(&(int){ world == 0 }, &has_first, 1, MPI_INT, MPI_MAX, node);
+    if (local == 0) {
+        unsigned long long kib = 0;
+        char line[256];
+        FILE *f = fopen("/proc/meminfo", "r");
+        while (f && fgets(line, sizeof line, f) && sscanf(line, "MemAvailable: %llu kB", &kib) != 1) {}
+        if (f) fclose(f);
+        double need = each * nlocal + (has_first ? first : 0), avail = (double)kib * 1024, gib = 1024.0 * 1024 * 1024;
+        if (kib && need > avail) {
+            fprintf(stderr, "%s: the %d rank%s on this node would touch %.2f GiB (%s), more than the %.2f GiB "
+                    "MemAvailable of /proc/meminfo: give smaller sizes\n", osu_prog, nlocal, nlocal == 1 ? "" : "s",
+                    need / gib, what, avail / gib);
+            ok = 0;
+        }
+    }
+    MPI_Comm_free(&node);
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all_ok;
+}
+
+/* osu_memory_fits for osu_setup's buffers of @p bytes and the copy timings
+ * of osu_main, which come on top of them: memcpy_bandwidth's two buffers
+ * on rank 0, and for the allreduce all_copy_seconds' two on every rank. */
+static int buffers_fit(const osu_coll_t *coll, int nonblocking, const osu_opts_t *o, size_t bytes)
+{
+    int nbuf = o->mem == OSU_MEM_FR && o->vs_mpi ? 4 : 2, ncopy = 0, nfirst = 0;
+    char what[160];
+    if (!nonblocking && !o->device) {
+        if (coll->kind == OSU_ALLREDUCE) ncopy = 2;
+        else nfirst = 2;
+    }
+    snprintf(what, sizeof what, "%d buffers of the largest size, %.2f GiB, a rank%s", nbuf + ncopy,
+             (double)bytes / (double)(1 << 30), nfirst ? ", 2 more on rank 0" : "");
+    return osu_memory_fits((double)bytes * (nbuf + ncopy), (double)bytes * nfirst, what);
+}
+
 int osu_create_comm(fr_comm_t *out, const char *algo)
 {
     fr_config_t cfg = FR_CONFIG_INIT;
@@ -546,13 +590,13 @@ int osu_setup(int argc, char **argv, const osu_coll_t *coll, int nonblocking, os
         MPI_Finalize();
         return 1;
     }
+    size_t maxbytes = maxcount * c->esize;
     /* fr_comm_destroy() is collective: ranks that did create a handle cannot
      * free it alone when another failed, so leave it to the process exit. */
-    if (!osu_create_comm(&c->comm, o->algo)) {
+    if (!buffers_fit(coll, nonblocking, o, maxbytes) || !osu_create_comm(&c->comm, o->algo)) {
         MPI_Finalize();
         return 1;
     }
-    size_t maxbytes = maxcount * c->esize;
     host_buffers(c, maxbytes);
     for (size_t i = 0; i < maxcount; i++) osu_set(c->hs, i, o->dtype, 1 + (double)(i % 3));
     memset(c->hr, 0, maxbytes);

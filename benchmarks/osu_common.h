@@ -173,6 +173,14 @@ fr_status_t osu_call_nonblocking(const osu_coll_t *coll, osu_ctx_t *c);
  * every rank's result is right (collective over the ranks). */
 int    osu_validate_size(const osu_coll_t *coll, osu_ctx_t *c, size_t size,
                          fr_status_t (*call)(const osu_coll_t *, osu_ctx_t *));
+/* Whether the bytes this node's ranks will touch, @p each on every rank and
+ * @p first more on rank 0, fit in the node's MemAvailable (/proc/meminfo).
+ * Asked before the buffers are filled: under overcommit an allocation
+ * larger than the memory succeeds, and the OOM killer ends the job while
+ * it fills the pages. Collective over MPI_COMM_WORLD; 0 when some node's
+ * would not fit (its first rank says so, naming @p what it counted), 1
+ * where they fit or the file cannot say. */
+int    osu_memory_fits(double each, double first, const char *what);
 /* fr_comm_create(MPI_COMM_WORLD) on every rank, @p algo as fr_config_t's;
  * 0 when it failed on some rank (each such rank says why on stderr). */
 int    osu_create_comm(fr_comm_t *out, const char *algo);

@@ -99,6 +99,30 @@ bench_bcast_limit() {
     done
 }
 
+# A size this node's memory cannot hold is refused with a message before
+# any buffer is touched, not left to the OOM killer: a largest buffer
+# above MemTotal (so that even a build without the check fails at the
+# allocation rather than filling memory; not under overcommit_memory=1,
+# where such a build would fill it)
+bench_memory() {
+    local kib run p g
+    kib=$(sed -nE 's/^MemTotal: +([0-9]+) kB$/\1/p' /proc/meminfo 2>/dev/null)
+    if [ -z "$kib" ] || ! grep -q '^MemAvailable:' /proc/meminfo || [ "$(cat /proc/sys/vm/overcommit_memory)" = 1 ]; then
+        echo "SKIP: the benchmarks' memory check (no MemTotal/MemAvailable, or overcommit_memory=1)"
+        return 0
+    fi
+    g=$((kib / 1048576 + 2))G
+    for run in "fr_osu_allreduce -m $g" "fr_osu_ibcast -m $g" "fr_bench_group -n 2 -r 4:$g"; do
+        # shellcheck disable=SC2086
+        set -- $run
+        p=$1; shift
+        bench_launch "memory-$p" 2 "$BENCH_BIN/$p" "$@"
+        ok=0
+        [ "$rc" = 1 ] && grep -qE "^$p: the 2 ranks on this node would touch [0-9.]+ GiB \(.*\), more than the [0-9.]+ GiB MemAvailable of /proc/meminfo: give smaller sizes$" "$BENCH_DIR/memory-$p.err" && ok=1
+        pass_fail $ok "$run np=2 (MemTotal $kib kB) refused: exit $rc, $(grep -m1 "^$p: " "$BENCH_DIR/memory-$p.err" | cut -c1-160)"
+    done
+}
+
 bench_suite() {
     rm -rf "$BENCH_DIR"; mkdir -p "$BENCH_DIR"
     bench_perf_tables
@@ -106,4 +130,5 @@ bench_suite() {
     bench_blocks
     bench_barrier
     bench_bcast_limit
+    bench_memory
 }
