@@ -41,16 +41,35 @@ void make_data(const char *path, int n)
     if (fclose(f)) die("writing the data file failed");
 }
 
-/* This rank's shard (records r, r + np, ...), read from the file. */
-int load_shard(const char *path, float **xs, int32_t **ys)
+/* The data file opened, its header read into @p hdr (n, NF, NC); dies
+ * where it is not one of ours. */
+static FILE *open_data(const char *path, int32_t hdr[3])
 {
     FILE *f = fopen(path, "rb");
     char magic[8];
-    int32_t hdr[3];
-    if (!f || fread(magic, 1, 8, f) != 8 || memcmp(magic, "FRDATA1\n", 8) || fread(hdr, sizeof hdr, 1, f) != 1 ||
+    if (!f || fread(magic, 1, 8, f) != 8 || memcmp(magic, "FRDATA1\n", 8) || fread(hdr, sizeof(int32_t), 3, f) != 3 ||
         hdr[0] <= 0 || hdr[1] != NF || hdr[2] != NC)
         die("the data file is missing or not an FRDATA1 file of 16 features and 4 classes (see --make-data)");
-    int n = (hdr[0] - me + np - 1) / np, k = 0;
+    return f;
+}
+
+/* The records of this rank's shard (r, r + np, ...) among @p n. */
+static int shard_of(int32_t n) { return (n - me + np - 1) / np; }
+
+int shard_size(const char *path, int *total)
+{
+    int32_t hdr[3];
+    fclose(open_data(path, hdr));
+    *total = hdr[0];
+    return shard_of(hdr[0]);
+}
+
+/* This rank's shard, read from the file. */
+int load_shard(const char *path, float **xs, int32_t **ys)
+{
+    int32_t hdr[3];
+    FILE *f = open_data(path, hdr);
+    int n = shard_of(hdr[0]), k = 0;
     *xs = realloc(*xs, sizeof(float) * NF * (size_t)n);
     *ys = realloc(*ys, sizeof(int32_t) * (size_t)n);
     long rec = (long)(sizeof(float) * NF + sizeof(int32_t));

@@ -153,14 +153,31 @@ static void print_setup(const run_t *r)
         printf("fr_trainer: without MPI_THREAD_MULTIPLE, requests whose algorithm needs MPI run in fr_waitall\n");
 }
 
-/* Model, buffers and communicator; rank 0's parameters broadcast. */
-static void setup(run_t *r)
+/* Whether every rank's shard holds a batch: an epoch takes the smallest
+ * shard's number of whole batches on every rank, so with none it would
+ * train nothing and divide its loss by zero samples. Collective; rank 0
+ * says why not. */
+static int batch_fits(const run_t *r)
+{
+    int total = 0, n = shard_size(r->o.data, &total), least = 0;
+    MPI_Allreduce(&n, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (least >= r->o.batch) return 1;
+    if (me == 0)
+        fprintf(stderr, "fr_trainer: --batch %d is larger than the smallest rank's shard of the data set, %d samples "
+                "(%d over %d ranks): no step could run; give --batch %d or less\n", r->o.batch, least, total, np, least);
+    return 0;
+}
+
+/* Model, buffers and communicator; rank 0's parameters broadcast. 0 when
+ * the run cannot train (batch_fits), before any of them is made. */
+static int setup(run_t *r)
 {
     if (r->o.make) {
         if (me == 0) make_data(r->o.make, 8192);
         MPI_Barrier(MPI_COMM_WORLD);
         r->o.data = r->o.make;
     }
+    if (!batch_fits(r)) return 0;
     shape_make(&r->shape, r->o.layers, r->o.hidden);
     if (r->shape.n > (size_t)2147483647) die("the model has more parameters than an MPI count holds");
     /* (the mpi backend keeps private memory: MPI gains nothing from ours) */
@@ -174,6 +191,7 @@ static void setup(run_t *r)
                     : MPI_Bcast(r->m.flat, (int)r->shape.n, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
         die("broadcast of the parameters failed");
     if (me == 0) print_setup(r);
+    return 1;
 }
 
 /* The library's default FASTREDUCE_FUSION_BUFFER_MAX (docs/environment.md):
@@ -316,7 +334,10 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    setup(&r);
+    if (!setup(&r)) {
+        MPI_Finalize();
+        return 2;
+    }
     double first_loss = 0, loss = 0;
     for (int e = 1; e <= r.o.epochs; e++) {
         loss = epoch(&r, e);

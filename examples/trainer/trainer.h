@@ -20,6 +20,9 @@ extern uint64_t rng_state;
 double gauss(void);
 void make_data(const char *path, int n);
 int load_shard(const char *path, float **xs, int32_t **ys);
+/* The samples of this rank's shard, from the file's header alone; the
+ * data set's in @p total. */
+int shard_size(const char *path, int *total);
 
 /* The model: nlayer weight layers NF -> hidden x (nlayer - 1) -> NC, ReLU
  * between them. Layer l has weights w[l] (fan_in x fan_out, row-major) and

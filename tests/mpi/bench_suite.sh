@@ -123,6 +123,18 @@ bench_memory() {
     done
 }
 
+# fr_trainer with a batch larger than a rank's shard (8192 samples over 2
+# ranks: 4096) refuses before training, rather than taking no step and
+# printing NaN
+bench_trainer_batch() {
+    local trainer=$top_builddir/examples/trainer/fr_trainer
+    bench_launch trainer-batch 2 "$trainer" --make-data "$BENCH_DIR/trainer.data" --batch 5000 --epochs 1
+    ok=0
+    [ "$rc" != 0 ] && ! grep -q '^epoch ' "$BENCH_DIR/trainer-batch.out" &&
+        grep -q "^fr_trainer: --batch 5000 is larger than the smallest rank's shard of the data set, 4096 samples (8192 over 2 ranks): no step could run; give --batch 4096 or less$" "$BENCH_DIR/trainer-batch.err" && ok=1
+    pass_fail $ok "fr_trainer --batch 5000 np=2 (shards of 4096) refused: exit $rc, $(grep -m1 -E '^(fr_trainer: --batch|epoch )' "$BENCH_DIR/trainer-batch.out" "$BENCH_DIR/trainer-batch.err" | cut -d: -f2- | cut -c1-120)"
+}
+
 bench_suite() {
     rm -rf "$BENCH_DIR"; mkdir -p "$BENCH_DIR"
     bench_perf_tables
@@ -131,4 +143,5 @@ bench_suite() {
     bench_barrier
     bench_bcast_limit
     bench_memory
+    bench_trainer_batch
 }
