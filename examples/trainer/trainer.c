@@ -21,10 +21,12 @@
  * The model: --layers L weight layers, 16 -> N x (L - 1) -> 4 with
  * --hidden N (default 3 layers of 64: 16-64-64-4).
  */
+#include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "trainer.h"
+#include "internal.h"   /* fr_comm_settings: the report's fusion settings */
 
 int me, np;
 
@@ -194,17 +196,17 @@ static int setup(run_t *r)
     return 1;
 }
 
-/* The library's default FASTREDUCE_FUSION_BUFFER_MAX (docs/environment.md):
- * a grouped call packs only buffers of at most this many bytes. */
-#define FUSION_BUFFER_MAX 65536u
-
 /* The element counts of layer l's messages as its grouped call makes them
- * under the library's default settings: weights and bias packed into one
- * while both are small, else each alone. Returns how many. */
-static int layer_messages(const shape_t *s, int l, size_t out[2])
+ * on a communicator of settings @p st (lib/api/group.c's rule): weights
+ * and bias packed into one while each is at most FASTREDUCE_FUSION_BUFFER_MAX
+ * bytes and both fit in FASTREDUCE_FUSION_BYTES, else each alone. The
+ * communicator's, not the defaults: its settings come from the environment
+ * (rank 0's), and other ones make other messages. Returns how many. */
+static int layer_messages(const fr_settings_t *st, const shape_t *s, int l, size_t out[2])
 {
     size_t w = (size_t)s->fan_in[l] * s->fan_out[l], b = (size_t)s->fan_out[l];
-    if ((w > b ? w : b) * sizeof(float) <= FUSION_BUFFER_MAX) {
+    uint64_t wb = w * sizeof(float), bb = b * sizeof(float);
+    if (wb <= st->fusion_buffer_max && bb <= st->fusion_buffer_max && wb + bb <= st->fusion_bytes) {
         out[0] = w + b;
         return 1;
     }
@@ -214,15 +216,15 @@ static int layer_messages(const shape_t *s, int l, size_t out[2])
 }
 
 /* The algorithm per message size, each size once, in the order the layers
- * reduce (a report: other FASTREDUCE_FUSION_* settings make other
- * messages). Layers come in at most three shapes, so six sizes. */
+ * reduce. Layers come in at most three shapes, so six sizes. */
 static void algorithms(const run_t *r, char *buf, size_t len)
 {
     const shape_t *s = &r->shape;
+    const fr_settings_t *st = fr_comm_settings(r->comm);
     size_t sizes[6], nsizes = 0, k = (size_t)snprintf(buf, len, "; fastreduce:");
     for (int l = s->nlayer - 1; l >= 0; l--) {
         size_t msg[2];
-        for (int m = 0, nm = layer_messages(s, l, msg); m < nm && k < len; m++) {
+        for (int m = 0, nm = layer_messages(st, s, l, msg); m < nm && k < len; m++) {
             size_t i = 0;
             while (i < nsizes && sizes[i] != msg[m]) i++;
             if (i < nsizes || nsizes == 6) continue;

@@ -9,12 +9,16 @@ BENCH_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck disable=SC2154   # (top_builddir: run_mpi.sh's)
 BENCH_BIN=$(cd "$top_builddir/benchmarks" 2>/dev/null && pwd)
 
-# bench_launch TAG NP PROGRAM ARGS...: NP ranks of PROGRAM; $BENCH_DIR/TAG.out and .err, rc
+# bench_launch TAG NP PROGRAM ARGS...: NP ranks of PROGRAM, with the
+# settings VAR=value of the array BENCH_ENV; $BENCH_DIR/TAG.out and .err, rc
+BENCH_ENV=()
 bench_launch() {
-    local tag=$1 n=$2
+    local tag=$1 n=$2 e names=(FASTREDUCE_TUNE_PATH)
     shift 2
-    launcher FASTREDUCE_TUNE_PATH
-    timeout -k 15 "$TIMEOUT" "${LAUNCH[@]}" -n "$n" "$@" </dev/null >"$BENCH_DIR/$tag.out" 2>"$BENCH_DIR/$tag.err"
+    for e in "${BENCH_ENV[@]}"; do names+=("${e%%=*}"); done
+    launcher "${names[@]}"
+    env "${BENCH_ENV[@]}" timeout -k 15 "$TIMEOUT" "${LAUNCH[@]}" -n "$n" "$@" </dev/null >"$BENCH_DIR/$tag.out" \
+        2>"$BENCH_DIR/$tag.err"
     rc=$?
 }
 
@@ -135,6 +139,23 @@ bench_trainer_batch() {
     pass_fail $ok "fr_trainer --batch 5000 np=2 (shards of 4096) refused: exit $rc, $(grep -m1 -E '^(fr_trainer: --batch|epoch )' "$BENCH_DIR/trainer-batch.out" "$BENCH_DIR/trainer-batch.err" | cut -d: -f2- | cut -c1-120)"
 }
 
+# fr_trainer's epoch line names the messages its grouped calls make on its
+# communicator's settings: with FASTREDUCE_FUSION_BUFFER_MAX=8K the middle
+# layer's 16 KiB weights go alone, their bias apart; the sizes it names
+# are those FASTREDUCE_DEBUG=INFO logs the allreduces of (on the data file
+# bench_trainer_batch made)
+bench_trainer_fusion() {
+    local trainer=$top_builddir/examples/trainer/fr_trainer named made
+    BENCH_ENV=(FASTREDUCE_FUSION_BUFFER_MAX=8K FASTREDUCE_DEBUG=INFO)
+    bench_launch trainer-fusion 2 "$trainer" --data "$BENCH_DIR/trainer.data" --epochs 1
+    BENCH_ENV=()
+    named=$(sed -nE 's/^epoch 1: .*; fastreduce: (.*)$/\1/p' "$BENCH_DIR/trainer-fusion.out" | grep -oE '[0-9]+ B' |
+            awk '{print $1}' | sort -n | tr '\n' ' ')
+    made=$(grep -oE ' allreduce [0-9]+ bytes' "$BENCH_DIR/trainer-fusion.err" | awk '{print $2}' | sort -nu | tr '\n' ' ')
+    ok=0; [ "$rc" = 0 ] && [ -n "$made" ] && [ "$named" = "$made" ] && [ "$made" = "256 1040 4352 16384 " ] && ok=1
+    pass_fail $ok "fr_trainer np=2 FASTREDUCE_FUSION_BUFFER_MAX=8K: exit $rc, the epoch line names ${named:-nothing}(bytes), the allreduces made ${made:-none}(want 256 1040 4352 16384)"
+}
+
 bench_suite() {
     rm -rf "$BENCH_DIR"; mkdir -p "$BENCH_DIR"
     bench_perf_tables
@@ -144,4 +165,5 @@ bench_suite() {
     bench_bcast_limit
     bench_memory
     bench_trainer_batch
+    bench_trainer_fusion
 }
