@@ -28,7 +28,7 @@ static fr_status_t bounded(fr_call_t *call, fr_comm_t comm, const void *s, void 
         free(in);
         return FR_ERROR(FR_ERR_MPI, "MPI_Iallreduce failed");
     }
-    FR_CHECK(fr_wait_mpi(comm, &req, "MPI_Iallreduce", in));
+    FR_CHECK(fr_wait_mpi_block(comm, &req, "MPI_Iallreduce", in));
     memcpy(r, out, bytes);
     free(in);
     return FR_SUCCESS;

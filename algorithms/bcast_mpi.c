@@ -21,7 +21,7 @@ static fr_status_t bounded(fr_call_t *call, fr_comm_t comm, char *buf, int n)
         free(tmp);
         return FR_ERROR(FR_ERR_MPI, "MPI_Ibcast failed");
     }
-    FR_CHECK(fr_wait_mpi(comm, &req, "MPI_Ibcast", tmp));
+    FR_CHECK(fr_wait_mpi_block(comm, &req, "MPI_Ibcast", tmp));
     if (!root) memcpy(buf, tmp, (size_t)n);
     free(tmp);
     return FR_SUCCESS;

@@ -188,10 +188,7 @@ fr_status_t fr_wait_mpi(struct fr_comm *comm, MPI_Request *req, const char *what
     }
 }
 
-/* fr_wait_mpi for a request on the heap block @p buf: after a failure
- * other than a timeout (which leaves the block to MPI) the block is freed
- * here, so that no caller leaks it. */
-static fr_status_t wait_block(struct fr_comm *comm, MPI_Request *req, const char *what, void *buf)
+fr_status_t fr_wait_mpi_block(struct fr_comm *comm, MPI_Request *req, const char *what, void *buf)
 {
     fr_status_t st = fr_wait_mpi(comm, req, what, buf);
     if (st != FR_SUCCESS && st != FR_ERR_TIMED_OUT) free(buf);
@@ -211,7 +208,7 @@ fr_status_t fr_agree_bounded(struct fr_comm *comm, fr_status_t st, const char *w
         return fr_comm_break(comm, FR_ERROR(FR_ERR_MPI, "%s: MPI_Iallreduce failed while agreeing on the outcome",
                                             what));
     }
-    FR_CHECK(wait_block(comm, &req, "MPI_Iallreduce agreeing on an outcome", b));
+    FR_CHECK(fr_wait_mpi_block(comm, &req, "MPI_Iallreduce agreeing on an outcome", b));
     int worst = b[1];
     free(b);
     return fr_agreed(st, worst, what);
@@ -275,7 +272,7 @@ fr_status_t fr_check_agreement(struct fr_comm *comm, const fr_call_t *call, int 
         free(b);
         return fr_comm_break(comm, FR_ERROR(FR_ERR_MPI, "FASTREDUCE_CHECK: MPI_Iallreduce failed"));
     }
-    FR_CHECK(wait_block(comm, &req, "MPI_Iallreduce of FASTREDUCE_CHECK", b));
+    FR_CHECK(fr_wait_mpi_block(comm, &req, "MPI_Iallreduce of FASTREDUCE_CHECK", b));
     unsigned differ = 0;
     for (int i = 0; i < NF; i++)
         if (b->ext[i] != -b->ext[NF + i]) differ |= 1u << i;
@@ -293,7 +290,7 @@ fr_status_t fr_check_agreement(struct fr_comm *comm, const fr_call_t *call, int 
     fr_status_t st = FR_SUCCESS;
     if (PMPI_Iallreduce(&b->ok, &b->all_ok, 1, MPI_INT, MPI_MIN, comm->mpi, &req) != MPI_SUCCESS)
         st = FR_ERROR(FR_ERR_MPI, "FASTREDUCE_CHECK: MPI_Iallreduce failed");
-    else if ((st = wait_block(comm, &req, "MPI_Iallreduce of FASTREDUCE_CHECK", b)) != FR_SUCCESS)
+    else if ((st = fr_wait_mpi_block(comm, &req, "MPI_Iallreduce of FASTREDUCE_CHECK", b)) != FR_SUCCESS)
         b = NULL;  /* (left to MPI, or freed) */
     int gathered = st == FR_SUCCESS && b->all_ok == 1;
     if (gathered) {
@@ -301,7 +298,7 @@ fr_status_t fr_check_agreement(struct fr_comm *comm, const fr_call_t *call, int 
         if (PMPI_Iallgather(all + (size_t)n * NF, NF, MPI_INT64_T, all, NF, MPI_INT64_T, comm->mpi, &req) !=
             MPI_SUCCESS)
             st = FR_ERROR(FR_ERR_MPI, "FASTREDUCE_CHECK: MPI_Iallgather failed");
-        else if ((st = wait_block(comm, &req, "MPI_Iallgather of FASTREDUCE_CHECK", all)) != FR_SUCCESS)
+        else if ((st = fr_wait_mpi_block(comm, &req, "MPI_Iallgather of FASTREDUCE_CHECK", all)) != FR_SUCCESS)
             all = NULL;  /* (left to MPI, or freed) */
         gathered = st == FR_SUCCESS;
     }

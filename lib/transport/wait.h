@@ -78,6 +78,10 @@ void fr_rank_list(const int *ranks, int n, char *buf, size_t len);
  * (FR_ERR_MPI) @p buf stays the caller's to free. @p what names the call
  * ("MPI_Iallreduce"). */
 fr_status_t fr_wait_mpi(struct fr_comm *comm, MPI_Request *req, const char *what, void *buf);
+/* fr_wait_mpi for a request on the heap block @p buf: after a failure
+ * other than a timeout (which leaves the block to MPI) the block is freed
+ * here, so that no caller leaks it; after success it is the caller's. */
+fr_status_t fr_wait_mpi_block(struct fr_comm *comm, MPI_Request *req, const char *what, void *buf);
 /* Free what timed-out requests left, for those MPI has completed since.
  * @p released: the MPI communicator of a fastreduce communicator being
  * destroyed (MPI_COMM_NULL: none), freed now if nothing of MPI's uses it
