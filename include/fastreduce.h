@@ -471,6 +471,18 @@ FR_API fr_status_t fr_iallreduce_group(const void *const *sendbufs, void *const 
                                        size_t n, fr_dtype_t dtype, fr_op_t op, fr_comm_t comm, fr_request_t *req);
 
 /**
+ * The fusion limits fr_allreduce_group() packs by on @p comm: a trainer
+ * sizing its own buckets, or naming the messages its grouped calls make,
+ * reads them here (they are rank 0's FASTREDUCE_FUSION_BYTES and
+ * FASTREDUCE_FUSION_BUFFER_MAX, the same on every rank).
+ * @param comm         a communicator
+ * @param fusion_bytes receives the most bytes one fused message holds (NULL: not wanted)
+ * @param buffer_max   receives the largest buffer that is packed with others (NULL: not wanted)
+ * @return FR_SUCCESS, or FR_ERR_BAD_COMM
+ */
+FR_API fr_status_t fr_comm_fusion(fr_comm_t comm, size_t *fusion_bytes, size_t *buffer_max);
+
+/**
  * Whether a request has completed, without waiting for it (but see
  * FASTREDUCE_PROGRESS=caller above). When it has, *done is 1, *req becomes
  * FR_REQUEST_NULL and the request's own status is returned (its detail in

@@ -21,12 +21,10 @@
  * The model: --layers L weight layers, 16 -> N x (L - 1) -> 4 with
  * --hidden N (default 3 layers of 64: 16-64-64-4).
  */
-#include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "trainer.h"
-#include "internal.h"   /* fr_comm_settings: the report's fusion settings */
 
 int me, np;
 
@@ -197,16 +195,16 @@ static int setup(run_t *r)
 }
 
 /* The element counts of layer l's messages as its grouped call makes them
- * on a communicator of settings @p st (lib/api/group.c's rule): weights
+ * under the communicator's fusion limits (fr_comm_fusion): weights
  * and bias packed into one while each is at most FASTREDUCE_FUSION_BUFFER_MAX
  * bytes and both fit in FASTREDUCE_FUSION_BYTES, else each alone. The
  * communicator's, not the defaults: its settings come from the environment
  * (rank 0's), and other ones make other messages. Returns how many. */
-static int layer_messages(const fr_settings_t *st, const shape_t *s, int l, size_t out[2])
+static int layer_messages(size_t fusion_bytes, size_t buffer_max, const shape_t *s, int l, size_t out[2])
 {
     size_t w = (size_t)s->fan_in[l] * s->fan_out[l], b = (size_t)s->fan_out[l];
-    uint64_t wb = w * sizeof(float), bb = b * sizeof(float);
-    if (wb <= st->fusion_buffer_max && bb <= st->fusion_buffer_max && wb + bb <= st->fusion_bytes) {
+    size_t wb = w * sizeof(float), bb = b * sizeof(float);
+    if (wb <= buffer_max && bb <= buffer_max && wb + bb <= fusion_bytes) {
         out[0] = w + b;
         return 1;
     }
@@ -220,11 +218,12 @@ static int layer_messages(const fr_settings_t *st, const shape_t *s, int l, size
 static void algorithms(const run_t *r, char *buf, size_t len)
 {
     const shape_t *s = &r->shape;
-    const fr_settings_t *st = fr_comm_settings(r->comm);
+    size_t fusion_bytes = 0, buffer_max = 0;
+    fr_comm_fusion(r->comm, &fusion_bytes, &buffer_max);
     size_t sizes[6], nsizes = 0, k = (size_t)snprintf(buf, len, "; fastreduce:");
     for (int l = s->nlayer - 1; l >= 0; l--) {
         size_t msg[2];
-        for (int m = 0, nm = layer_messages(st, s, l, msg); m < nm && k < len; m++) {
+        for (int m = 0, nm = layer_messages(fusion_bytes, buffer_max, s, l, msg); m < nm && k < len; m++) {
             size_t i = 0;
             while (i < nsizes && sizes[i] != msg[m]) i++;
             if (i < nsizes || nsizes == 6) continue;

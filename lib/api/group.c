@@ -16,6 +16,14 @@
 #include "request.h"
 #include "wait.h"
 
+fr_status_t fr_comm_fusion(fr_comm_t comm, size_t *fusion_bytes, size_t *buffer_max)
+{
+    FR_CHECK(fr_comm_check(comm));
+    if (fusion_bytes) *fusion_bytes = (size_t)comm->set.fusion_bytes;
+    if (buffer_max) *buffer_max = (size_t)comm->set.fusion_buffer_max;
+    return FR_SUCCESS;
+}
+
 void fr_group_free(fr_group_t *g)
 {
     if (!g) return;

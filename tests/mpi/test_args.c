@@ -126,6 +126,9 @@ static void test_rejections(void)
     TU_CHECK(fr_comm_size(NULL) == -1, "fr_comm_size(NULL) = %d", fr_comm_size(NULL));
     TU_CHECK(fr_allreduce_algorithm(NULL, 8, FR_FLOAT32, FR_SUM) == NULL, "fr_allreduce_algorithm(NULL) is not NULL");
     TU_CHECK(fr_bcast_algorithm(NULL, 8, FR_FLOAT32, 0) == NULL, "fr_bcast_algorithm(NULL) is not NULL");
+    size_t fb = 7, bm = 7;
+    REJECT(FR_ERR_BAD_COMM, "fr_comm_fusion(NULL)", fr_comm_fusion(NULL, &fb, &bm));
+    TU_CHECK(fb == 7 && bm == 7, "fr_comm_fusion(NULL) wrote %zu, %zu", fb, bm);
     REJECT(FR_SUCCESS, "fr_comm_destroy(NULL)", fr_comm_destroy(NULL));
 
     /* the *_stream entry points validate alike (a NULL stream is CUDA's default) */

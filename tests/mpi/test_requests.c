@@ -383,6 +383,12 @@ static void test_fusion(const char *fusion, const char *small)
     unsetenv("FASTREDUCE_FUSION_BYTES");
     unsetenv("FASTREDUCE_FUSION_BUFFER_MAX");
     if (!tu_all(c != NULL)) return;
+    tu_begin("fr_comm_fusion under %s", name);
+    size_t fb = 0, bm = 0, want_fb = strtoull(fusion, NULL, 10), want_bm = small ? strtoull(small, NULL, 10) : 65536;
+    fr_status_t st = fr_comm_fusion(c, &fb, &bm);
+    TU_CHECK(st == FR_SUCCESS && fb == want_fb && bm == want_bm, "%s: %zu and %zu, want %zu and %zu", tu_status(st),
+             fb, bm, want_fb, want_bm);
+    TU_CHECK(fr_comm_fusion(c, NULL, NULL) == FR_SUCCESS, "fr_comm_fusion with NULL outputs failed");
     test_groups(c, name);
     rq_destroy_comm(c, name);
 }
