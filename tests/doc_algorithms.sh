@@ -37,6 +37,19 @@ replaced() {
 }
 
 pass=0 fail=0
+# verdict STATUS OK_LINE FAIL_LINE...: count a check (STATUS 0: passed); a
+# failure prints its lines and the difference left in $table.doc.
+verdict() {
+    if [ "$1" = 0 ]; then
+        echo "$2"
+        pass=$((pass + 1))
+    else
+        shift 2
+        echo "$*"
+        sed 's/^/    /' "$table.doc"
+        fail=$((fail + 1))
+    fi
+}
 for doc in README.md docs/tuning.md; do
     f=$top_srcdir/$doc
     if ! grep -qxF -- "$begin" "$f" || ! grep -qxF -- "$end" "$f"; then
@@ -47,15 +60,9 @@ for doc in README.md docs/tuning.md; do
     if [ "$update" = 1 ]; then
         replaced "$f" >"$table.doc" && cat "$table.doc" >"$f"
     fi
-    if block "$f" | diff -u - "$table" >"$table.doc"; then
-        echo "ok $doc"
-        pass=$((pass + 1))
-    else
-        echo "FAIL $doc: its algorithm table differs from fastreduce-info --algorithms --markdown" \
-             "(tests/doc_algorithms.sh --update rewrites it):"
-        sed 's/^/    /' "$table.doc"
-        fail=$((fail + 1))
-    fi
+    block "$f" | diff -u - "$table" >"$table.doc"
+    verdict $? "ok $doc" "FAIL $doc: its algorithm table differs from fastreduce-info --algorithms --markdown" \
+        "(tests/doc_algorithms.sh --update rewrites it):"
 done
 # The rule lines of the built-in table, spaces squeezed: from the source's
 # string, and from the first code block under the doc's heading.
@@ -64,14 +71,11 @@ rules_doc() {
     awk '/^## The built-in default table/ { h = 1 } h && /^```/ { if (on) exit; on = 1; next } on' \
         "$top_srcdir/docs/tuning.md" | tr -s ' ' | sed 's/ $//'
 }
-if [ "$(rules_src | wc -l)" -ge 10 ] && diff -u <(rules_doc) <(rules_src) >"$table.doc"; then
-    echo "ok docs/tuning.md: the built-in table's $(rules_src | wc -l) rules"
-    pass=$((pass + 1))
-else
-    echo "FAIL docs/tuning.md: its listing of the built-in table differs from lib/select/default_table.c" \
-         "($(rules_src | wc -l) rules read there):"
-    sed 's/^/    /' "$table.doc"
-    fail=$((fail + 1))
-fi
+n=$(rules_src | wc -l)
+: >"$table.doc"
+[ "$n" -ge 10 ] && diff -u <(rules_doc) <(rules_src) >"$table.doc"
+verdict $? "ok docs/tuning.md: the built-in table's $n rules" \
+    "FAIL docs/tuning.md: its listing of the built-in table differs from lib/select/default_table.c" "($n rules read there):"
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
