@@ -419,10 +419,9 @@ int main(int argc, char **argv)
     np = tu.size;
     me = tu.rank;
     const char *only = NULL;
-    const char *q = getenv("FASTREDUCE_TEST_QUICK");
-    quick = q && *q && strcmp(q, "0") != 0;
+    quick = tu_quick(argc, argv);
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = 1;
+        if (!strcmp(argv[i], "--quick")) continue;
         else if (!strcmp(argv[i], "--algo") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--node-size") && i + 1 < argc) cfg_node_size = atoi(argv[++i]);
         else { usage(); MPI_Finalize(); return 2; }

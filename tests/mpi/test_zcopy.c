@@ -776,13 +776,10 @@ int main(int argc, char **argv)
     tu_init("test_zcopy");
     np = tu.size;
     me = tu.rank;
-    const char *q = getenv("FASTREDUCE_TEST_QUICK");
-    quick = q && *q && strcmp(q, "0");
+    quick = tu_quick(argc, argv);
     int forced = 1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = 1;
+    for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--no-forced")) forced = 0;
-    }
     if (fr_comm_create(MPI_COMM_WORLD, NULL, &comm) != FR_SUCCESS) {
         tu_fail("fr_comm_create: %s", fr_last_error());
         int rc = tu_finish();

@@ -83,6 +83,18 @@ TU_FN void tu_init(const char *prog)
     }
 }
 
+/* Whether the launch asks for the quick set: --quick among the arguments,
+ * or FASTREDUCE_TEST_QUICK set to anything but 0 (FASTREDUCE_TEST_QUICK=1
+ * in make check). */
+TU_FN int tu_quick(int argc, char **argv)
+{
+    const char *q = getenv("FASTREDUCE_TEST_QUICK");
+    int quick = q && *q && strcmp(q, "0") != 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+    return quick;
+}
+
 /* ---- accounting ---------------------------------------------------------- */
 
 /* Start test number tu.ntests, described by the printf-style arguments.
