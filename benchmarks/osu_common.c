@@ -105,6 +105,16 @@ static void run_one(const osu_coll_t *coll, osu_ctx_t *c, int use_mpi)
  * --barrier each call is timed alone and an MPI_Barrier follows it outside
  * the timer, as OSU's osu_bcast and osu_allreduce do: every call starts
  * with every rank done with the one before (a latency). */
+/* --rewrite: the input of call @p j written anew (by the root of a bcast,
+ * every rank of an allreduce: small values, finite in every type's sums),
+ * then a barrier, so that the timed call starts with it done everywhere. */
+static void rewrite(const osu_coll_t *coll, osu_ctx_t *c, int use_mpi, int j)
+{
+    if (coll->kind == OSU_ALLREDUCE || c->rank == c->o->root)
+        memset(use_mpi ? c->ms : c->sbuf, 1 + j % 63, c->count * c->esize);
+    MPI_Barrier(c->mpi_comm);
+}
+
 static double time_block(const osu_coll_t *coll, osu_ctx_t *c, int use_mpi, int n)
 {
     /* one untimed call first: blocks of different kinds (ours and MPI's, or
@@ -115,6 +125,7 @@ static double time_block(const osu_coll_t *coll, osu_ctx_t *c, int use_mpi, int 
     if (c->o->barrier) {
         double sum = 0;
         for (int j = 0; j < n; j++) {
+            if (c->o->rewrite) rewrite(coll, c, use_mpi, j);
             double t0 = MPI_Wtime();
             run_one(coll, c, use_mpi);
             sum += MPI_Wtime() - t0;
@@ -239,8 +250,9 @@ void osu_print_intro(const osu_ctx_t *c, const osu_coll_t *coll, const char *nam
 static void print_method(const osu_opts_t *o)
 {
     if (o->barrier)
-        printf("# Timing: each call timed alone, a barrier after it (OSU's method); a rank's time per call\n"
-               "#   is the mean of its calls' times in the block\n");
+        printf("# Timing: each call timed alone, a barrier after it (OSU's method)%s; a rank's time per\n"
+               "#   call is the mean of its calls' times in the block\n",
+               o->rewrite ? ", its input written anew before it" : "");
     else
         printf("# Timing: calls back to back; a rank's time per call is the block's time / calls (for bcast\n"
                "#   a throughput: the root may run ahead; --barrier times as OSU)\n");

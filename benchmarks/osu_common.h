@@ -43,6 +43,7 @@ typedef struct osu_opts {
     int          blocks;              /* timing blocks per size (median reported) */
     int          full, validate, vs_mpi;
     int          barrier;             /* --barrier: each call timed alone, an MPI_Barrier after it (OSU's way) */
+    int          rewrite;             /* --rewrite: with barrier, the call's input written anew before each call */
     fr_dtype_t   dtype;
     MPI_Datatype mpi_dtype;           /* MPI_DATATYPE_NULL: MPI cannot serve this type */
     const char  *type_label;          /* "MPI_FLOAT", "float16", ... */

@@ -237,7 +237,11 @@ static void usage(FILE *f, osu_kind_t kind, int nb)
             "      --barrier                 time each call alone with an MPI_Barrier after it,\n"
             "                                outside the timer, as OSU (default: a block's calls back\n"
             "                                to back, timed together: for bcast a throughput, the\n"
-            "                                root may run ahead of the receivers)\n",
+            "                                root may run ahead of the receivers)\n"
+            "      --rewrite                 --barrier, and before each call, outside the timer, the\n"
+            "                                ranks write its input anew (the bcast's root its buffer),\n"
+            "                                as a program's data is new each call; OSU's input stays\n"
+            "                                the same, clean in the caches\n",
             ar ? "Allreduce" : "Bcast");
     fprintf(f,
         "      --blocks N                timing blocks per size; %s is their median (default 5)\n"
@@ -250,7 +254,7 @@ static void usage(FILE *f, osu_kind_t kind, int nb)
 
 enum {
     OPT_ALGO = 256, OPT_OP, OPT_ROOT, OPT_VS_MPI, OPT_BLOCKS, OPT_COMPARE,
-    OPT_COMPUTE, OPT_TEST_EVERY, OPT_THREAD_LEVEL, OPT_MEM, OPT_BARRIER
+    OPT_COMPUTE, OPT_TEST_EVERY, OPT_THREAD_LEVEL, OPT_MEM, OPT_BARRIER, OPT_REWRITE
 };
 
 static const struct option longopts[] = {
@@ -274,6 +278,7 @@ static const struct option longopts[] = {
     { "thread-level", required_argument, NULL, OPT_THREAD_LEVEL },
     { "mem",          required_argument, NULL, OPT_MEM },
     { "barrier",      no_argument,       NULL, OPT_BARRIER },
+    { "rewrite",      no_argument,       NULL, OPT_REWRITE },
     { NULL, 0, NULL, 0 }
 };
 
@@ -398,6 +403,10 @@ static int parse_one(parse_state_t *p, int c, const char *arg, osu_opts_t *o)
         if (p->nb) snprintf(p->bad, sizeof p->bad, "--barrier is for the blocking programs");
         o->barrier = 1;
         break;
+    case OPT_REWRITE:
+        if (p->nb) snprintf(p->bad, sizeof p->bad, "--rewrite is for the blocking programs");
+        o->barrier = o->rewrite = 1;
+        break;
     case OPT_BLOCKS:
         if (osu_parse_uint(arg, OSU_MAX_BLOCKS, &v) || v < 1)
             snprintf(p->bad, sizeof p->bad, "invalid blocks '%s' (1..%d)", arg, OSU_MAX_BLOCKS);
@@ -423,6 +432,8 @@ static void check_options(parse_state_t *p, osu_opts_t *o)
     if (!bad[0] && o->device && o->vs_mpi)
         snprintf(bad, n, "--vs-mpi times MPI on host buffers only (MPI may not be CUDA-aware); with -d cuda "
                  "use --compare table,nccl for NCCL's own choice");
+    if (!bad[0] && o->device && o->rewrite)
+        snprintf(bad, n, "--rewrite is for host buffers (-d host)");
     if (!bad[0] && o->device && o->mem != OSU_MEM_MALLOC)
         snprintf(bad, n, "--mem is for host buffers (-d host)");
     if (!bad[0] && o->compare && (o->algo || o->vs_mpi || o->validate || o->full))
