@@ -6,7 +6,8 @@
  * FASTREDUCE_SHM_SIZE x ranks / 8 less a 64-byte header); chunks up to 16K
  * go through a ring of 256 slots, up to 8 bytes a ring of 512 packed slots.
  * Where the root's buffer comes from fr_mem_alloc, the others copy from it
- * directly (shm_zcopy.h). */
+ * directly (shm_zcopy.h); where it is private, from 64 KiB to 512 KiB, they
+ * copy it straight from the root's memory by cma where the kernel allows. */
 #include <string.h>
 #include "alg_util.h"
 #include "alg.h"
@@ -36,7 +37,7 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
     if (chunk > fr_shm_bcast_max(s)) chunk = fr_shm_bcast_max(s);
     fr_copy_fn copy_out = fr_shm_copy_for(comm, call);
     int root = comm->rank_local[call->root];
-    if (fr_shm_zc_bcast_size(comm, call)) {
+    if (fr_shm_zc_bcast_size(comm, call) || fr_shm_cma_bcast_size(comm, call)) {
         int done;
         FR_CHECK(fr_shm_zc_bcast(comm, call, &done));
         if (done) return FR_SUCCESS;
@@ -50,7 +51,8 @@ static fr_status_t run(fr_call_t *call, fr_comm_t comm)
 
 const fr_alg_t fr_alg_bcast_shm = {
     .name = "shm", .coll = FR_COLL_BCAST, .mem_types = FR_MEM_HOST, .check = fr_alg_check_shm, .run = run,
-    .desc = "one node: the root streams chunks through a ring of shared-memory buffers",
+    .desc = "one node: the root streams chunks through a ring of shared-memory buffers "
+            "(64-512 KiB: the others copy its buffer by cma)",
     .params = { { FR_PARAM_CHUNK, { DEFAULT_CHUNK / 4, DEFAULT_CHUNK * 4 } } },
     .chunk_def = DEFAULT_CHUNK, .chunk_for = default_chunk,
     .traits = FR_ALG_ONE_NODE | FR_ALG_SHM, .tie_rank = 3,

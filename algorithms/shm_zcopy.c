@@ -10,12 +10,17 @@
  * is still read.
  * Bcast: the root posts a descriptor of its buffer; each other rank copies
  * from it and posts that it is done; the root waits for them and posts its
- * verdict, which the others wait for.
+ * verdict, which the others wait for. A private root buffer is copied by
+ * cma instead of mapped, with the same steps: the ranks checked at
+ * fr_comm_create that they may read each other, but a buffer the kernel
+ * cannot pin for another process (secret memory, a device's mapping) still
+ * fails the read, and the verdict then sends every rank the copy way.
  * A rank that cannot map a peer's buffer (mmap failing, say) does nothing
  * of its part and says so with its done flag: the ranks then run the
  * copy path over what it left (its slice, or the whole bcast). */
 #include <string.h>
 #include "shm_zcopy.h"
+#include "cma.h"
 #include "shm_steps.h"
 #include "shm.h"
 #include "mem.h"
@@ -27,13 +32,18 @@
  * after the rest; ok = 0 says its buffers do not qualify. */
 typedef struct {
     uint64_t round;
-    uint32_t ok;
+    uint32_t ok;          /* ZC_*: how the readers take a bcast root's buffer */
     int32_t  pid;
     uint64_t frees;       /* the owner's fr_mem_frees() */
     fr_mem_ref_t send;    /* (the first line ends here) */
     fr_mem_ref_t recv;
-    char     pad[FR_SHM_ZC_DESC - 24 - 2 * sizeof(fr_mem_ref_t)];
+    uint64_t addr;        /* ZC_CMA: the root's buffer, in its address space */
+    char     pad[FR_SHM_ZC_DESC - 32 - 2 * sizeof(fr_mem_ref_t)];
 } zdesc_t;
+/* A descriptor's ok: the buffers do not qualify, they are fr_mem_alloc's
+ * (the readers map them), or a bcast root's private buffer that readers
+ * copy with process_vm_readv (cma.h). */
+enum { ZC_NO = 0, ZC_MAPPED = 1, ZC_CMA = 2 };
 _Static_assert(sizeof(zdesc_t) == FR_SHM_ZC_DESC, "a descriptor is two lines");
 
 /* Below these sizes the copy path is as fast (docs/performance.md,
@@ -46,6 +56,14 @@ _Static_assert(sizeof(zdesc_t) == FR_SHM_ZC_DESC, "a descriptor is two lines");
 #define ZC_BCAST_MIN     ((size_t)32768)
 #define ZC_OVERSUBSCRIBED_ALLREDUCE_MIN ((size_t)65536)
 #define ZC_OVERSUBSCRIBED_BCAST_MIN     ((size_t)131072)
+/* A private root buffer is read by cma from 64 KiB to 512 KiB, where one
+ * copy beats the copy path's two timed one call at a time and back to
+ * back, and holds level where the root has just written its buffer;
+ * outside that range, and where ranks share cores (a reader then waits for
+ * a core while the root, which cannot run ahead, idles), the copy path is
+ * as fast or faster somewhere (docs/performance.md, "One-copy bcast"). */
+#define CMA_BCAST_MIN ((size_t)65536)
+#define CMA_BCAST_MAX ((size_t)512 * 1024)
 /* The chunk of the copy path that serves the slices of a rank that could
  * not map its peers' buffers (a rare failure: the size matters little). */
 #define RECOVER_CHUNK (512u * 1024u)
@@ -62,6 +80,13 @@ int fr_shm_zc_bcast_size(const struct fr_comm *comm, const fr_call_t *call)
     return comm->shm && comm->shm->zc_ok && call->bytes >= min;
 }
 
+int fr_shm_cma_bcast_size(const struct fr_comm *comm, const fr_call_t *call)
+{
+    return comm->shm && (comm->shm->cma_ok == FR_CMA_ALWAYS || (comm->shm->cma_ok && !comm->oversubscribed)) &&
+           call->bytes >= CMA_BCAST_MIN &&
+           call->bytes <= CMA_BCAST_MAX;
+}
+
 /* Local rank @p r's descriptor of round @p Z; stride from one rank's to the next. */
 static zdesc_t *desc(fr_shm_t *s, int r, uint64_t Z)
 {
@@ -69,10 +94,11 @@ static zdesc_t *desc(fr_shm_t *s, int r, uint64_t Z)
 }
 #define DESC_STRIDE ((size_t)FR_SHM_ZC_NDESC * FR_SHM_ZC_DESC)
 
-/* Post this rank's descriptor of round @p Z, once every rank has read the
- * one of round Z - FR_SHM_ZC_NDESC that it replaces. */
+/* Post this rank's descriptor of round @p Z (its buffers' kind @p ok, a
+ * bcast root's buffer at @p addr), once every rank has read the one of
+ * round Z - FR_SHM_ZC_NDESC that it replaces. */
 static fr_status_t post_desc(struct fr_comm *comm, uint64_t Z, int ok, const fr_mem_ref_t *send,
-                             const fr_mem_ref_t *recv)
+                             const fr_mem_ref_t *recv, const void *addr)
 {
     fr_shm_t *s = comm->shm;
     if (Z > FR_SHM_ZC_NDESC && s->zseen_min < Z - FR_SHM_ZC_NDESC) {
@@ -83,10 +109,11 @@ static fr_status_t post_desc(struct fr_comm *comm, uint64_t Z, int ok, const fr_
     d->ok = (uint32_t)ok;
     d->pid = s->pid;
     d->frees = fr_mem_frees();
-    if (ok) {
+    if (ok == ZC_MAPPED) {
         d->send = *send;
         d->recv = *recv;
     }
+    d->addr = (uint64_t)(uintptr_t)addr;
     fr_shm_slot_post((char *)d, Z);
     return FR_SUCCESS;
 }
@@ -206,7 +233,7 @@ fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, size_t ce
     fr_mem_ref_t sref, rref;
     int ok = qualifies(comm, call->sendbuf, call->recvbuf, call->bytes, &sref, &rref);
     *done = 0;
-    FR_CHECK(post_desc(comm, Z, ok, &sref, &rref));
+    FR_CHECK(post_desc(comm, Z, ok, &sref, &rref, NULL));
     if (ok) {
         FR_CHECK(fr_shm_wait_slots(comm, (char *)desc(s, 0, Z), DESC_STRIDE, FR_SHM_F_ZDESC, Z));
         for (int r = 0; r < l && ok; r++) ok = desc(s, r, Z)->ok;
@@ -250,19 +277,40 @@ fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, size_t ce
 }
 
 
+/* A reader's copy of the root's buffer, described by @p d: mapped (an
+ * fr_mem_alloc buffer) or by cma. 1 when it has the data, 0 when it could
+ * not take it (the verdict then sends every rank the copy way). */
+static int read_root(struct fr_comm *comm, fr_call_t *call, const zdesc_t *d, uint64_t Z)
+{
+    fr_shm_t *s = comm->shm;
+    const int32_t pid = d->pid;
+    const uint64_t addr = d->addr;
+    if (d->ok == ZC_CMA) {
+        fr_shm_post(s, FR_SHM_F_ZSEEN, Z);
+        return fr_cma_read(pid, addr, call->recvbuf, call->bytes) == 0;
+    }
+    /* (FASTREDUCE_ZERO_COPY=0 on a reader: it does not map) */
+    char *from = comm->set.zero_copy ? fr_mem_peer(pid, d->frees, &d->send) : NULL;
+    fr_shm_post(s, FR_SHM_F_ZSEEN, Z);
+    if (from) fr_shm_copy_for(comm, call)(call->recvbuf, from, call->bytes);
+    return from != NULL;
+}
+
 fr_status_t fr_shm_zc_bcast(struct fr_comm *comm, fr_call_t *call, int *done)
 {
     fr_shm_t *s = comm->shm;
     const int root = comm->rank_local[call->root];
     uint64_t Z = ++s->round[FR_SHM_F_ZDESC];
-    int failed = 0;
+    int failed = 0, kind;
     *done = 0;
     if (s->lrank == root) {
         fr_mem_ref_t ref;
-        int ok = qualifies(comm, call->recvbuf, call->recvbuf, call->bytes, &ref, &ref);
-        FR_CHECK(post_desc(comm, Z, ok, &ref, &ref));
+        int mapped = fr_shm_zc_bcast_size(comm, call) &&
+                     qualifies(comm, call->recvbuf, call->recvbuf, call->bytes, &ref, &ref);
+        kind = mapped ? ZC_MAPPED : fr_shm_cma_bcast_size(comm, call) ? ZC_CMA : ZC_NO;
+        FR_CHECK(post_desc(comm, Z, kind, &ref, &ref, call->recvbuf));
         fr_shm_post(s, FR_SHM_F_ZSEEN, Z);
-        if (!ok) return FR_SUCCESS;
+        if (kind == ZC_NO) return FR_SUCCESS;
         for (int r = 0; r < s->lsize; r++) {
             if (r == root) continue;
             FR_CHECK(fr_shm_wait_one(comm, r, FR_SHM_F_ZDONE, Z));
@@ -274,23 +322,21 @@ fr_status_t fr_shm_zc_bcast(struct fr_comm *comm, fr_call_t *call, int *done)
     } else {
         zdesc_t *d = desc(s, root, Z);
         FR_CHECK(fr_shm_wait_slot(comm, root, (char *)d, FR_SHM_F_ZDESC, Z));
-        if (!d->ok) {
+        kind = (int)d->ok;
+        if (kind == ZC_NO) {
             fr_shm_post(s, FR_SHM_F_ZSEEN, Z);
             return FR_SUCCESS;
         }
-        /* (FASTREDUCE_ZERO_COPY=0 on a reader: it does not map, and the verdict sends all the copy way) */
-        char *from = comm->set.zero_copy ? fr_mem_peer(d->pid, d->frees, &d->send) : NULL;
-        fr_shm_post(s, FR_SHM_F_ZSEEN, Z);
-        if (from) fr_shm_copy_for(comm, call)(call->recvbuf, from, call->bytes);
-        else fr_shm_post(s, FR_SHM_F_ZFAIL, Z);
+        if (!read_root(comm, call, d, Z)) fr_shm_post(s, FR_SHM_F_ZFAIL, Z);
         fr_shm_post(s, FR_SHM_F_ZDONE, Z);
         FR_CHECK(fr_shm_wait_one(comm, root, FR_SHM_F_ZDONE, Z));
         failed = failed_at(s, root, Z);
     }
     if (failed)
-        FR_INFO(FR_SUB_SHM, "zero-copy: a rank could not map the root's buffer (or has FASTREDUCE_ZERO_COPY=0); the "
-                "bcast goes the copy way");
-    call->zcopy = !failed;
+        FR_INFO(FR_SUB_SHM, "%s: a rank could not read the root's buffer%s; the bcast goes the copy way",
+                kind == ZC_CMA ? "cma" : "zero-copy", kind == ZC_CMA ? "" : " (or has FASTREDUCE_ZERO_COPY=0)");
+    call->zcopy = !failed && kind == ZC_MAPPED;
+    call->cma = !failed && kind == ZC_CMA;
     *done = !failed;
     return FR_SUCCESS;
 }
@@ -303,7 +349,7 @@ fr_status_t fr_shm_zc_stream_start(struct fr_comm *comm, const fr_call_t *call, 
     if (s->lrank == src) {
         fr_mem_ref_t ref;
         int ok = qualifies(comm, call->recvbuf, call->recvbuf, call->bytes, &ref, &ref);
-        FR_CHECK(post_desc(comm, z->Z, ok, &ref, &ref));
+        FR_CHECK(post_desc(comm, z->Z, ok, &ref, &ref, NULL));
         fr_shm_post(s, FR_SHM_F_ZSEEN, z->Z);
         if (!ok) return FR_SUCCESS;
         /* the verdict, before any chunk: every rank mapped the buffer, or all take the copy path */

@@ -13,6 +13,10 @@
  * on every rank: it reads the call's size and the node's segment only). */
 int fr_shm_zc_allreduce_size(const struct fr_comm *comm, const fr_call_t *call);
 int fr_shm_zc_bcast_size(const struct fr_comm *comm, const fr_call_t *call);
+/* Whether a bcast of this size has its readers copy a private root buffer
+ * straight from the root's memory by cma (lib/transport/cma.h), the same
+ * on every rank of the node (comm->shm->cma_ok is agreed). */
+int fr_shm_cma_bcast_size(const struct fr_comm *comm, const fr_call_t *call);
 
 /* Run @p call zero-copy where the buffers allow: *done = 1 when it has
  * (call->zcopy set), 0 when the copy path must run it, on every rank
@@ -28,6 +32,8 @@ int fr_shm_zc_bcast_size(const struct fr_comm *comm, const fr_call_t *call);
  * peers on other nodes wait for them). */
 fr_status_t fr_shm_zc_allreduce(struct fr_comm *comm, fr_call_t *call, size_t cel, int own_first,
                                 fr_slice_fn between, int *done);
+/* The bcast's: every rank calls it for each call of a size either of the
+ * two above takes. */
 fr_status_t fr_shm_zc_bcast(struct fr_comm *comm, fr_call_t *call, int *done);
 
 /* A bcast whose data reaches one rank of the node chunk by chunk (hier:

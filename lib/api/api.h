@@ -24,9 +24,12 @@ const char *fr_bcast_choice(fr_comm_t comm, size_t count, fr_dtype_t dtype, int 
                             size_t len);
 /* The algorithm of this thread's last fr_dispatch ("" before any), or of
  * its last blocking call that another thread ran (fr_last_algorithm_set,
- * with whether it went zero-copy: fr_last_zero_copy). */
+ * with whether it went zero-copy, fr_last_zero_copy, and whether a bcast
+ * went by cma, fr_last_cma: one copy from the root's private buffer, on
+ * the root and on the ranks that read it). */
 const char *fr_last_algorithm(void);
-void fr_last_algorithm_set(const char *alg, int zcopy);
+int fr_last_cma(void);
+void fr_last_algorithm_set(const char *alg, int zcopy, int cma);
 
 /* This machine's kernel boot id ("" where it cannot be read): processes
  * with the same one share their cores and their monotonic clock. */

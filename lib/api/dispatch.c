@@ -82,14 +82,16 @@ fr_status_t fr_prepare_bcast(void *buf, size_t count, fr_dtype_t dtype, int root
 }
 
 static __thread const char *last_alg = "";
-static __thread int last_zcopy;
+static __thread int last_zcopy, last_cma;
 
 const char *fr_last_algorithm(void) { return last_alg; }
 int fr_last_zero_copy(void) { return last_zcopy; }
-void fr_last_algorithm_set(const char *alg, int zcopy)
+int fr_last_cma(void) { return last_cma; }
+void fr_last_algorithm_set(const char *alg, int zcopy, int cma)
 {
     last_alg = alg;
     last_zcopy = zcopy;
+    last_cma = cma;
 }
 
 static int alg_index(const fr_alg_t *a)
@@ -114,7 +116,7 @@ static void log_call(const struct fr_comm *comm, uint64_t seq, const fr_call_t *
     FR_INFO(FR_SUB_COLL, "#%lu %s %zu bytes %s%s%s%s -> %s%s (%s)%s%s", (unsigned long)seq,
             fr_coll_name(call->coll), call->bytes, fr_dtype_name(call->dtype),
             call->coll == FR_COLL_ALLREDUCE ? " " : "", call->coll == FR_COLL_ALLREDUCE ? fr_op_name(call->op) : "",
-            call->coll == FR_COLL_BCAST ? " from root" : "", a->name, call->zcopy ? ", zero-copy" : "", why,
+            call->coll == FR_COLL_BCAST ? " from root" : "", a->name, call->zcopy ? ", zero-copy" : call->cma ? ", one copy by cma" : "", why,
             st == FR_SUCCESS ? "" : ": ", st == FR_SUCCESS ? "" : fr_strerror(st));
 }
 
@@ -150,6 +152,7 @@ static fr_status_t run(fr_comm_t comm, fr_call_t *call, uint64_t seq, const fr_a
     }
     if (st == FR_SUCCESS) {
         call->zcopy = 0;
+        call->cma = 0;
         st = a->run(call, comm);
         if (comm->rank == 0 && FR_LOG_ON(FR_LOG_INFO, FR_SUB_COLL)) log_call(comm, seq, call, a, rule, st);
         /* A call that failed part-way leaves the ranks out of step. */
@@ -184,6 +187,7 @@ fr_status_t fr_dispatch(fr_comm_t comm, fr_call_t *call)
     /* (after the run: a staged call's host call has set its own) */
     last_alg = a->name;
     last_zcopy = call->zcopy;
+    last_cma = call->cma;
     /* (device algorithms average themselves: NCCL's avg, or the staged path's host call) */
     if (st == FR_SUCCESS && call->coll == FR_COLL_ALLREDUCE && call->mem == FR_MEM_HOST)
         fr_avg_finish(call->recvbuf, call->count, call->dtype, call->op, comm->size);

@@ -150,6 +150,7 @@ static fr_status_t run_work(struct fr_comm *comm, fr_work_t *w)
     }
     fr_status_t st = run_call(comm, &w->call, w->group, &w->alg, w->t_issue);
     w->zcopy = *w->alg ? fr_last_zero_copy() : 0;   /* (nothing ran: the runner's last call is another's) */
+    w->cma = *w->alg ? fr_last_cma() : 0;
     if (st == FR_SUCCESS && evented) st = fr_device_event_record(NULL, &w->event);
     fr_device_restore(prev);
     if (st != FR_SUCCESS && w->number)
@@ -424,7 +425,7 @@ fr_status_t fr_prog_blocking(struct fr_comm *comm, fr_call_t *call, fr_group_t *
     pthread_mutex_unlock(&P->lock);
     fr_prog_advance(&w, 1);
     /* (the progress thread may have run it: the call is this thread's all the same) */
-    if (w.alg) fr_last_algorithm_set(w.alg, w.zcopy);
+    if (w.alg) fr_last_algorithm_set(w.alg, w.zcopy, w.cma);
     if (w.status != FR_SUCCESS) return FR_ERROR(w.status, "%s", w.detail);
     return FR_SUCCESS;
 }

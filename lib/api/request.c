@@ -202,7 +202,7 @@ static fr_status_t unclaim(fr_work_t *w, struct fr_comm *held, int done, fr_requ
     fr_status_t st = w->status;
     if (st != FR_SUCCESS) FR_ERROR(st, "%s", w->detail);
     /* (this thread's last collective is now this one, whoever ran it) */
-    if (w->alg) fr_last_algorithm_set(w->alg, w->zcopy);
+    if (w->alg) fr_last_algorithm_set(w->alg, w->zcopy, w->cma);
     work_free(w);
     return st;
 }

@@ -45,6 +45,7 @@ typedef struct fr_work {
     char            detail[512];   /* fr_last_error() of a failure */
     const char     *alg;        /* the algorithm that ran it (the last one of a group) */
     int             zcopy;      /* whether it went zero-copy (the last message of a group) */
+    int             cma;        /* whether a bcast went by cma (fr_last_cma) */
     uint64_t        t_issue;    /* when it was queued, where calls are observed (observe.h), else 0 */
     /* a detached request (no handle): the runner calls done(done_arg, status,
      * detail) once it is complete, from whichever thread ran it, and frees it */

@@ -32,6 +32,8 @@ typedef struct fr_call {
     void       *stream;    /* device buffers: the cudaStream_t (NULL: the legacy default stream) */
     int         async;     /* the *_stream call: return once enqueued where the algorithm can */
     int         zcopy;     /* set by an algorithm that moved the data zero-copy (algorithms/shm_zcopy.c) */
+    int         cma;       /* set by a bcast whose data this rank copied from the root's buffer or the
+                              readers copied from this root's, by cma (algorithms/shm_zcopy.c) */
     uint64_t    t_issue;   /* when it was queued as a request, where calls are observed (lib/api/observe.c); 0:
                               it was not queued, or nothing observes */
     int         agreed;    /* set by an algorithm failing on every rank alike before anything moved: the

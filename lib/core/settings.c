@@ -15,6 +15,7 @@ static const char *const debug_words[] = {"NONE", "WARN", "INFO", "TRACE", NULL}
 const char *const fr_bind_words[] = {"auto", "none", "core", "numa", "gpu", NULL};
 static const char *const nccl_tuner_words[] = {"auto", "0", "1", NULL};
 static const char *const progress_words[] = {"thread", "caller", NULL};
+static const char *const cma_words[] = {"0", "1", "always", NULL};
 
 const fr_setting_t fr_settings[FR_S_COUNT] = {
     [FR_S_ALGO] = {"FASTREDUCE_ALGO", "", FR_SET_STRING, F(algo), NULL, 0, FR_WHEN_CREATE, FR_SUB_INIT,
@@ -77,6 +78,11 @@ const fr_setting_t fr_settings[FR_S_COUNT] = {
      "1: an allreduce whose buffers on every rank of the node (a bcast whose root buffer) come from "
      "fr_mem_alloc reads and writes them directly, without copies through the node's segment; 0: this rank's "
      "buffers never qualify, so its calls take the copy path"},
+    [FR_S_CMA] = {"FASTREDUCE_CMA", "1", FR_SET_ENUM, F(cma), cma_words, FR_SETF_NOCASE, FR_WHEN_CREATE, FR_SUB_SHM,
+     "1: where the kernel lets the node's ranks read each other's memory (process_vm_readv, checked at "
+     "fr_comm_create) and each has a core, a bcast of a private root buffer of 64 KiB to 512 KiB is copied by "
+     "each other rank straight from the root's, one copy instead of two through the node's segment; always: "
+     "also where the node's ranks outnumber its cores (slower there); 0 on any rank of a node: never there"},
     [FR_S_HUGE_PAGES] = {"FASTREDUCE_HUGE_PAGES", "1", FR_SET_INT, F(huge_pages), NULL, 0, FR_WHEN_ALLOC, FR_SUB_SHM,
      "1: fr_mem_alloc takes a buffer of 2 MiB or more from the huge pages the site reserved (vm.nr_hugepages), "
      "where enough are free, else ordinary pages; 0: ordinary pages always"},

@@ -22,7 +22,7 @@ typedef enum {
     FR_S_DEBUG, FR_S_DEBUG_SUBSYS, FR_S_DEBUG_FILE,
     FR_S_NODE_SIZE, FR_S_HOSTID, FR_S_SPIN, FR_S_BIND, FR_S_REPORT_BINDINGS, FR_S_TOPO_XML,
     FR_S_TIMEOUT, FR_S_CHECK, FR_S_SHM_SIZE, FR_S_SHM_STREAM, FR_S_PROGRESS, FR_S_FUSION_BYTES, FR_S_FUSION_BUFFER_MAX,
-    FR_S_ZERO_COPY, FR_S_HUGE_PAGES,
+    FR_S_ZERO_COPY, FR_S_CMA, FR_S_HUGE_PAGES,
     FR_S_DISABLE, FR_S_STATS, FR_S_NCCL_TUNER,
     FR_S_TIMELINE, FR_S_METRICS, FR_S_METRICS_INTERVAL,
     FR_S_COUNT
@@ -67,6 +67,8 @@ typedef enum { FR_STREAM_AUTO = 0, FR_STREAM_PLAIN, FR_STREAM_STREAMING } fr_str
 typedef enum { FR_NCCL_TUNER_AUTO = 0, FR_NCCL_TUNER_OFF, FR_NCCL_TUNER_ON } fr_nccl_tuner_mode_t;
 /* The values of FASTREDUCE_PROGRESS, in fr_progress_words' order. */
 typedef enum { FR_PROGRESS_THREAD = 0, FR_PROGRESS_CALLER } fr_progress_mode_t;
+/* FASTREDUCE_CMA, in cma_words' order (the least of a node's ranks holds). */
+typedef enum { FR_CMA_OFF = 0, FR_CMA_ON, FR_CMA_ALWAYS } fr_cma_mode_t;
 /* The values of FASTREDUCE_BIND, in fr_bind_words' order. */
 typedef enum { FR_BIND_AUTO = 0, FR_BIND_NONE, FR_BIND_CORE, FR_BIND_NUMA, FR_BIND_GPU } fr_bind_mode_t;
 /* FASTREDUCE_SHM_STREAM's auto ratio when auto:R does not give one. */
@@ -94,6 +96,7 @@ typedef struct fr_settings {
     int      progress;          /* fr_progress_mode_t */
     uint64_t fusion_bytes, fusion_buffer_max;
     long     zero_copy, huge_pages;
+    int      cma;               /* fr_cma_mode_t */
     long     disable, stats;
     int      nccl_tuner;        /* fr_nccl_tuner_mode_t */
     char    *timeline, *metrics;

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "wait.h"
 #include "copy.h"
+#include "cma.h"
 
 
 /* FASTREDUCE_SHM_STREAM=auto: a plain put is slow past twice the time of a
@@ -465,6 +466,7 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     char *tmp = aligned_alloc(4096, FR_SHM_TMP);
     /* (zptr, zin and zout in one block: pointers of one size and alignment) */
     char **zptr = calloc(4 * (size_t)comm->local_size, sizeof *zptr);
+    _Static_assert(4 * sizeof *zptr >= FR_CMA_SCRATCH, "zptr serves as fr_cma_probe's scratch");
     /* the node's ranks agree first, so none goes on alone */
     int nomem = !s || !tmp || !zptr, any = 0;
     int rc = PMPI_Allreduce(&nomem, &any, 1, MPI_INT, MPI_MAX, comm->node_comm);
@@ -524,11 +526,16 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     }
     layout(s, per_rank);
     prefault(s);
+    /* (zptr is not in use yet: the probe's scratch) */
+    s->cma_ok = fr_cma_probe(comm, s->zptr);
     comm->shm = s;
+    const char *cma = !s->cma_ok ? "no"
+                      : s->cma_ok == FR_CMA_ALWAYS || !comm->oversubscribed ? "yes"
+                      : "unused, the ranks outnumber the cores";
     FR_INFO(FR_SUB_SHM, "shm segment of %zu bytes for %d local ranks (allreduce slot %zu, bcast slot %zu); "
-            "stores into it: %s; results of %zu bytes or more are streamed (last-level cache share %zu)", s->size,
-            s->lsize, s->red_slot, s->bc_slot,
-            s->stream_mode < 0 ? "auto" : s->stream_mode ? "streaming" : "plain", fr_stream_min(comm->llc_share),
+            "stores into it: %s; bcasts of private buffers read by cma: %s; results of %zu bytes or more are "
+            "streamed (last-level cache share %zu)", s->size, s->lsize, s->red_slot, s->bc_slot,
+            s->stream_mode < 0 ? "auto" : s->stream_mode ? "streaming" : "plain", cma, fr_stream_min(comm->llc_share),
             comm->llc_share);
     return FR_SUCCESS;
 }

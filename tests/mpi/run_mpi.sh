@@ -32,7 +32,7 @@ QUICK=${FASTREDUCE_TEST_QUICK:-0}
 [ "$QUICK" = 0 ] && QUICK=
 EXTRA=${FR_MPIEXEC_FLAGS:-}
 
-for p in test_coll test_zcopy test_args test_select test_setup test_bind test_fakedev test_fault test_kill test_threads test_idle test_requests test_reqfault soak mpi_program mpi_program_linked mpi_nb_program skip_program; do
+for p in test_coll test_zcopy test_cma test_args test_select test_setup test_bind test_fakedev test_fault test_kill test_threads test_idle test_requests test_reqfault soak mpi_program mpi_program_linked mpi_nb_program skip_program; do
     if [ ! -x "$BIN/$p" ]; then
         echo "run_mpi.sh: $BIN/$p not found (build with make check, or set top_builddir)" >&2
         exit 99
@@ -216,6 +216,23 @@ else
     nskip=$((nskip + 1))
     echo "SKIP: huge pages for fr_mem_alloc (cannot reserve any here: not root, or some are reserved already)"
 fi
+# The bcast by cma (one copy from the root's private buffer): where the
+# ranks have a core each (np=2 here), where they share cores only with
+# FASTREDUCE_CMA=always (the test knows the rule), never with 0 on any rank
+# (an MPMD launch: the node agrees), by requests run by the caller, and
+# never across faked nodes (hier). The copy path keeps its coverage of
+# those sizes: test_coll with cma off.
+for np in 1 2 3 4 5 6; do
+    if [ "$np" = 2 ]; then run_one "$np" "" test_cma; else run_one "$np" "" test_cma --quick; fi
+done
+run_one 4 "FASTREDUCE_CMA=always" test_cma
+run_one 6 "FASTREDUCE_CMA=always" test_cma --quick
+run_one 2 "FASTREDUCE_CMA=0 FR_TEST_NO_CMA=1" test_cma --quick
+MPMD="1:FASTREDUCE_CMA=1 1:FASTREDUCE_CMA=0" run_one 2 "FR_TEST_NO_CMA=1" test_cma --quick
+MPMD="2:FASTREDUCE_CMA=always 1:FASTREDUCE_CMA=1" run_one 3 "FR_TEST_NO_CMA=1" test_cma --quick
+run_one 2 "FASTREDUCE_PROGRESS=caller" test_cma --quick
+run_one 4 "FASTREDUCE_NODE_SIZE=2 FASTREDUCE_UCX_TLS=tcp,self" test_cma --quick
+run_one 2 "FASTREDUCE_CMA=0" test_coll --quick
 # hier's node stages zero-copy, over faked nodes (5: unequal, hier declines)
 for np in 4 5 6; do
     run_one "$np" "FASTREDUCE_NODE_SIZE=2 FASTREDUCE_UCX_TLS=tcp,self" test_zcopy --quick
@@ -312,6 +329,24 @@ if unshare --pid --fork --mount-proc --kill-child true 2>/dev/null; then
         "FR_TEST_NO_ZCOPY=1 FASTREDUCE_UCX_TLS=tcp,self" test_zcopy --quick --no-forced
     pass_fail "$(grep -q 'test_zcopy np=3: zero-copy is not possible here' "$last_log" && echo 1 || echo 0)" \
         "PID namespaces: test_zcopy found zero-copy not possible (log: $last_log)"
+    # Nor can they read each other by cma: the same pids name other
+    # processes there (with FASTREDUCE_CMA=always, which would use it on
+    # these shared cores). With address randomisation the trial copy finds
+    # no memory at the peer's address; without it (setarch -R) the rank
+    # reads itself and must see another word than the peer's.
+    FR_BTL=self,tcp RUN_WRAP="${srcdir:-$(dirname "$0")/..}/mpi/pidns_wrap.sh" run_one 3 \
+        "FR_TEST_NO_CMA=1 FASTREDUCE_CMA=always FASTREDUCE_UCX_TLS=tcp,self" test_cma --quick
+    if setarch "$(uname -m)" -R true 2>/dev/null; then
+        FR_BTL=self,tcp RUN_WRAP="setarch $(uname -m) -R ${srcdir:-$(dirname "$0")/..}/mpi/pidns_wrap.sh" run_one 3 \
+            "FR_TEST_NO_CMA=1 FASTREDUCE_CMA=always FASTREDUCE_UCX_TLS=tcp,self FASTREDUCE_DEBUG=INFO FASTREDUCE_DEBUG_SUBSYS=SHM" \
+            test_cma --quick
+        nr=$(grep -E "fastreduce INFO cma: cannot read local rank [0-9]+'s memory \(found another word\)" "$last_log" | ranks_in)
+        pass_fail "$([ "$nr" -ge 1 ] && echo 1 || echo 0)" \
+            "PID namespaces without address randomisation: $nr rank(s) found another word at the peer's address (log: $last_log)"
+    else
+        nskip=$((nskip + 1))
+        echo "SKIP: setarch -R (address randomisation cannot be turned off here)"
+    fi
 else
     nskip=$((nskip + 1))
     echo "SKIP: ranks in PID namespaces of their own (unshare --pid --mount-proc is refused here)"
