@@ -19,7 +19,7 @@
 #              GPU_CHECK_FAKE_MAX (largest size with ranks faked as nodes, 64K),
 #              GPU_CHECK_PYTHON (a python with torch for CUDA and mpi4py, for the
 #              torch part; default python3),
-#              GPU_CHECK_PARTS (default plugin,tests,osu,tune,host,zcopy,observe,torch,one,fake: which
+#              GPU_CHECK_PARTS (default plugin,tests,osu,tune,host,zcopy,cma,observe,torch,one,fake: which
 #              parts run; one and fake choose the shapes of tests, osu and tune:
 #              a rank per GPU, and 2 ranks faked as 2 nodes on a single GPU),
 #              FR_NCCL_LIBDIR (where libnccl.so.2 is, for a bundle; else searched).
@@ -70,7 +70,7 @@ else
     timeout 400 scripts/build.sh openmpi >"$out/logs/build.log" 2>&1 || { tail -20 "$out/logs/build.log"; finish "build failed" 1; }
     B=$top/build-openmpi MPIRUN=mpirun FLAVOR=openmpi
     grep -E '^#define FR_HAVE_(CUDA|NCCL) ' "$B/config.h"
-    timeout 200 make -C "$B/tests" gpu/test_device gpu/nccl_plugin_load >"$out/logs/build_tests.log" 2>&1 ||
+    timeout 200 make -C "$B/tests" gpu/test_device gpu/nccl_plugin_load mpi/test_zcopy mpi/test_cma >"$out/logs/build_tests.log" 2>&1 ||
         { tail -20 "$out/logs/build_tests.log"; finish "the GPU test programs did not build" 1; }
     export LD_LIBRARY_PATH=$B/lib/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
@@ -98,7 +98,7 @@ else
 fi
 
 # GPU_CHECK_PARTS: which parts run, and on which shapes (default all of them)
-parts=",${GPU_CHECK_PARTS:-plugin,tests,osu,tune,host,zcopy,observe,torch,one,fake},"
+parts=",${GPU_CHECK_PARTS:-plugin,tests,osu,tune,host,zcopy,cma,observe,torch,one,fake},"
 part() { [[ $parts == *",$1,"* ]]; }
 ngpu=$(nvidia-smi -L | grep -c '^GPU')
 max=${GPU_CHECK_MAX:-64M}
@@ -221,6 +221,29 @@ if part zcopy; then
     for np in 8 16; do
         launch 300 "$np" "$(prog tests/mpi/test_zcopy)" --quick >"$out/logs/test_zcopy_np$np.log" 2>&1
         echo "test_zcopy np=$np exit $?: $(grep -E 'passed' "$out/logs/test_zcopy_np$np.log" | tail -1)"
+    done
+fi
+if part cma; then
+    # the one-copy bcast of private root buffers (FASTREDUCE_CMA) where each
+    # rank has a core: its range, measured on this VM's 2 cores only, beside
+    # the copy path (=0), OSU's way and with the root rewriting its buffer
+    echo "=== bcast by cma on this node's cores: FASTREDUCE_CMA=1 and 0 in turn, --barrier and --rewrite, np 2, 8, 16; test_cma np 8, 16"
+    launch_x=(-x FASTREDUCE_CMA)
+    for np in 2 8 16; do
+        for how in barrier rewrite; do
+            for c in 1 0; do
+                lg="$out/logs/cma_np${np}_${how}_$c.log"
+                FASTREDUCE_CMA=$c launch 90 "$np" "$(prog benchmarks/fr_osu_bcast)" -m 8K:4M -i 30 -x 3 --$how \
+                    --vs-mpi >"$lg" 2>&1
+                echo "np=$np --$how FASTREDUCE_CMA=$c exit $?"
+                grep -E '^[0-9]' "$lg" | awk '{print "  " $0}' | head -20
+            done
+        done
+    done
+    launch_x=()
+    for np in 8 16; do
+        launch 300 "$np" "$(prog tests/mpi/test_cma)" --quick >"$out/logs/test_cma_np$np.log" 2>&1
+        echo "test_cma np=$np exit $?: $(grep -E 'passed' "$out/logs/test_cma_np$np.log" | tail -1)"
     done
 fi
 if part observe; then

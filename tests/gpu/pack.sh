@@ -21,13 +21,13 @@ die() { echo "pack.sh: $*" >&2; exit 1; }
 grep -qE '^#define FR_HAVE_CUDA 1' "$B/config.h" 2>/dev/null || die "$B has no CUDA built in"
 grep -qE '^#define FR_HAVE_NCCL 1' "$B/config.h" || die "$B has no NCCL built in"
 grep -q 'mpicc.mpich' "$B/.configure-args" 2>/dev/null || die "$B is not an MPICH build (scripts/build.sh mpich)"
-make -C "$B" >/dev/null && make -C "$B/tests" gpu/test_device gpu/nccl_plugin_load mpi/test_zcopy >/dev/null
+make -C "$B" >/dev/null && make -C "$B/tests" gpu/test_device gpu/nccl_plugin_load mpi/test_zcopy mpi/test_cma >/dev/null
 rm -rf "$dest"
 mkdir -p "$dest"/{bin,lib/ucx,lib/hwloc,tests/gpu,tests/mpi,benchmarks,tools}
 
 real() { [ -x "$(dirname "$1")/.libs/$(basename "$1")" ] && echo "$(dirname "$1")/.libs/$(basename "$1")" || echo "$1"; }
 progs=()
-for p in tests/gpu/test_device tests/gpu/nccl_plugin_load tests/mpi/test_zcopy benchmarks/fr_osu_allreduce \
+for p in tests/gpu/test_device tests/gpu/nccl_plugin_load tests/mpi/test_zcopy tests/mpi/test_cma benchmarks/fr_osu_allreduce \
          benchmarks/fr_osu_bcast tools/fastreduce-tune; do
     cp "$(real "$B/$p")" "$dest/$p"; progs+=("$dest/$p")
 done
