@@ -80,6 +80,14 @@ int fr_shm_zc_bcast_size(const struct fr_comm *comm, const fr_call_t *call)
     return comm->shm && comm->shm->zc_ok && call->bytes >= min;
 }
 
+int fr_shm_cma_bcast_range(const struct fr_comm *comm, size_t *lo, size_t *hi)
+{
+    fr_call_t call = {.coll = FR_COLL_BCAST, .bytes = CMA_BCAST_MIN, .count = CMA_BCAST_MIN, .dtype = FR_UINT8};
+    *lo = CMA_BCAST_MIN;
+    *hi = CMA_BCAST_MAX;
+    return fr_shm_cma_bcast_size(comm, &call);
+}
+
 int fr_shm_cma_bcast_size(const struct fr_comm *comm, const fr_call_t *call)
 {
     return comm->shm && (comm->shm->cma_ok == FR_CMA_ALWAYS || (comm->shm->cma_ok && !comm->oversubscribed)) &&

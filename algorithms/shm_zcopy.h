@@ -17,6 +17,9 @@ int fr_shm_zc_bcast_size(const struct fr_comm *comm, const fr_call_t *call);
  * straight from the root's memory by cma (lib/transport/cma.h), the same
  * on every rank of the node (comm->shm->cma_ok is agreed). */
 int fr_shm_cma_bcast_size(const struct fr_comm *comm, const fr_call_t *call);
+/* The sizes from *lo to *hi bytes that fr_shm_cma_bcast_size takes where
+ * the node may: 1 when this rank's node does, else 0. */
+int fr_shm_cma_bcast_range(const struct fr_comm *comm, size_t *lo, size_t *hi);
 
 /* Run @p call zero-copy where the buffers allow: *done = 1 when it has
  * (call->zcopy set), 0 when the copy path must run it, on every rank

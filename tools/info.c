@@ -128,6 +128,18 @@ static void print_zero_copy(fr_comm_t comm, int probe)
                "hier, or a rank has FASTREDUCE_ZERO_COPY=0)");
 }
 
+/* Where a bcast of a private root buffer goes by cma, on rank 0's node. */
+static void print_cma(fr_comm_t comm)
+{
+    size_t lo, hi;
+    if (fr_comm_cma_bcast_range(comm, &lo, &hi))
+        printf("bcast by cma: private root buffers of %zu to %zu bytes, copied by the others straight from the "
+               "root's memory (the shm algorithm; FASTREDUCE_CMA)\n", lo, hi);
+    else
+        printf("bcast by cma: not on rank 0's node (a rank alone there, ranks that may not read each other's "
+               "memory, ranks outnumbering cores, or FASTREDUCE_CMA=0; FASTREDUCE_DEBUG=INFO says which)\n");
+}
+
 /* A 1 MiB allreduce of shared buffers (collective): 1 when it went
  * zero-copy on every rank, 0 when not, -1 when it could not run. */
 static int zero_copy_probe(fr_comm_t comm)
@@ -196,6 +208,7 @@ int main(int argc, char **argv)
             fr_comm_facts_t f = fr_comm_facts(comm);
             printf("\njob shape: %d rank(s), %d node(s), up to %d rank(s) per node\n", f.size, f.nnodes, f.ppn);
             print_zero_copy(comm, zc_probe);
+            print_cma(comm);
             printf("resolved selection table (first match wins; the source of each rule is in its comment):\n");
             fr_table_print(fr_comm_table(comm), stdout);
         }

@@ -14,6 +14,11 @@ const fr_table_t *fr_comm_table(const struct fr_comm *comm) { return &comm->tabl
 
 const fr_settings_t *fr_comm_settings(const struct fr_comm *comm) { return &comm->set; }
 
+int fr_comm_cma_bcast_range(const struct fr_comm *comm, size_t *lo, size_t *hi)
+{
+    return fr_shm_cma_bcast_range(comm, lo, hi);
+}
+
 size_t fr_comm_zero_copy_min(const struct fr_comm *comm, fr_coll_t coll)
 {
     /* (the sizes at which the shm algorithms look for shared buffers) */

@@ -36,5 +36,8 @@ const fr_settings_t *fr_comm_settings(const struct fr_comm *comm);
  * for bcast); 0 when none can (no node of two ranks whose ranks open each
  * other's memfds). */
 size_t fr_comm_zero_copy_min(const struct fr_comm *comm, fr_coll_t coll);
+/* 1 where a bcast of a private root buffer of *lo to *hi bytes goes by cma
+ * on this rank's node (the shm algorithm's one copy), else 0. */
+int fr_comm_cma_bcast_range(const struct fr_comm *comm, size_t *lo, size_t *hi);
 
 #endif

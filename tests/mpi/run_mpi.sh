@@ -791,8 +791,10 @@ FASTREDUCE_NODE_SIZE=1 timeout -k 15 "$TIMEOUT" "${LAUNCH[@]}" -n 2 "$INFO" </de
 ok=0
 grep -q '^zero-copy: on buffers of fr_mem_alloc .*allreduce from 4096 bytes' "$tdir/info.log" &&
     grep -q '^zero-copy probe: a 1 MiB allreduce of shared buffers on every rank went zero-copy$' "$tdir/info.log" &&
-    grep -q '^zero-copy: not on this job' "$tdir/info1.log" && ok=1
-pass_fail $ok "fastreduce-info: zero-copy sizes and probe on one node, none with a rank per node (logs: $tdir/info*.log)"
+    grep -q '^zero-copy: not on this job' "$tdir/info1.log" &&
+    grep -q '^bcast by cma: private root buffers of 65536 to 524288 bytes' "$tdir/info.log" &&
+    grep -q '^bcast by cma: not on rank 0.s node' "$tdir/info1.log" && ok=1
+pass_fail $ok "fastreduce-info: zero-copy sizes and probe, and the bcast by cma, on one node; neither with a rank per node (logs: $tdir/info*.log)"
 rows=$(grep -cE '^(allreduce|bcast),host,2,1,2,[a-z_]+,[^,]*,[0-9]+,ok,[0-9.]+,' "$tdir/t.csv" 2>/dev/null)
 chosen=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "chosen") k = i; next } k && $k == 1' "$tdir/t.csv" 2>/dev/null | wc -l)
 # 4..4K: 20 sizes (4 6 8 12 ... 3K 4K) per collective. Every one is in the CSV, measured
