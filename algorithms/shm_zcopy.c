@@ -82,17 +82,14 @@ int fr_shm_zc_bcast_size(const struct fr_comm *comm, const fr_call_t *call)
 
 int fr_shm_cma_bcast_range(const struct fr_comm *comm, size_t *lo, size_t *hi)
 {
-    fr_call_t call = {.coll = FR_COLL_BCAST, .bytes = CMA_BCAST_MIN, .count = CMA_BCAST_MIN, .dtype = FR_UINT8};
     *lo = CMA_BCAST_MIN;
     *hi = CMA_BCAST_MAX;
-    return fr_shm_cma_bcast_size(comm, &call);
+    return comm->shm && comm->shm->cma_on;
 }
 
 int fr_shm_cma_bcast_size(const struct fr_comm *comm, const fr_call_t *call)
 {
-    return comm->shm && (comm->shm->cma_ok == FR_CMA_ALWAYS || (comm->shm->cma_ok && !comm->oversubscribed)) &&
-           call->bytes >= CMA_BCAST_MIN &&
-           call->bytes <= CMA_BCAST_MAX;
+    return comm->shm && comm->shm->cma_on && call->bytes >= CMA_BCAST_MIN && call->bytes <= CMA_BCAST_MAX;
 }
 
 /* Local rank @p r's descriptor of round @p Z; stride from one rank's to the next. */

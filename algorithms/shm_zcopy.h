@@ -15,7 +15,7 @@ int fr_shm_zc_allreduce_size(const struct fr_comm *comm, const fr_call_t *call);
 int fr_shm_zc_bcast_size(const struct fr_comm *comm, const fr_call_t *call);
 /* Whether a bcast of this size has its readers copy a private root buffer
  * straight from the root's memory by cma (lib/transport/cma.h), the same
- * on every rank of the node (comm->shm->cma_ok is agreed). */
+ * on every rank of the node (comm->shm->cma_on is agreed). */
 int fr_shm_cma_bcast_size(const struct fr_comm *comm, const fr_call_t *call);
 /* The sizes from *lo to *hi bytes that fr_shm_cma_bcast_size takes where
  * the node may: 1 when this rank's node does, else 0. */

@@ -98,13 +98,6 @@ static void run_one(const osu_coll_t *coll, osu_ctx_t *c, int use_mpi)
     else osu_check_fr(coll->run_fr(c), ar ? "fr_allreduce" : "fr_bcast");
 }
 
-/* This rank's average time of one call over a block of n calls, in us.
- * By default the calls run back to back and are timed together: a rank
- * starts a call as soon as its part of the one before is done, so a bcast
- * root may run ahead while the receivers still copy (a throughput). With
- * --barrier each call is timed alone and an MPI_Barrier follows it outside
- * the timer, as OSU's osu_bcast and osu_allreduce do: every call starts
- * with every rank done with the one before (a latency). */
 /* --rewrite: the input of call @p j written anew (by the root of a bcast,
  * every rank of an allreduce: small values, finite in every type's sums),
  * then a barrier, so that the timed call starts with it done everywhere. */
@@ -115,6 +108,13 @@ static void rewrite(const osu_coll_t *coll, osu_ctx_t *c, int use_mpi, int j)
     MPI_Barrier(c->mpi_comm);
 }
 
+/* This rank's average time of one call over a block of n calls, in us.
+ * By default the calls run back to back and are timed together: a rank
+ * starts a call as soon as its part of the one before is done, so a bcast
+ * root may run ahead while the receivers still copy (a throughput). With
+ * --barrier each call is timed alone and an MPI_Barrier follows it outside
+ * the timer, as OSU's osu_bcast and osu_allreduce do: every call starts
+ * with every rank done with the one before (a latency). */
 static double time_block(const osu_coll_t *coll, osu_ctx_t *c, int use_mpi, int n)
 {
     /* one untimed call first: blocks of different kinds (ours and MPI's, or

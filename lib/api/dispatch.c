@@ -116,7 +116,8 @@ static void log_call(const struct fr_comm *comm, uint64_t seq, const fr_call_t *
     FR_INFO(FR_SUB_COLL, "#%lu %s %zu bytes %s%s%s%s -> %s%s (%s)%s%s", (unsigned long)seq,
             fr_coll_name(call->coll), call->bytes, fr_dtype_name(call->dtype),
             call->coll == FR_COLL_ALLREDUCE ? " " : "", call->coll == FR_COLL_ALLREDUCE ? fr_op_name(call->op) : "",
-            call->coll == FR_COLL_BCAST ? " from root" : "", a->name, call->zcopy ? ", zero-copy" : call->cma ? ", one copy by cma" : "", why,
+            call->coll == FR_COLL_BCAST ? " from root" : "", a->name,
+            call->zcopy ? ", zero-copy" : call->cma ? ", one copy by cma" : "", why,
             st == FR_SUCCESS ? "" : ": ", st == FR_SUCCESS ? "" : fr_strerror(st));
 }
 

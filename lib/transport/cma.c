@@ -54,11 +54,10 @@ int fr_cma_probe(struct fr_comm *comm, void *scratch)
     for (int r = 0; ok && r < l; r++) {
         if (r == comm->local_rank) continue;
         uint64_t got = 0;
-        struct iovec lv = { &got, sizeof got }, rv = { (void *)(uintptr_t)all[r].addr, sizeof got };
-        ssize_t n = process_vm_readv((pid_t)all[r].pid, &lv, 1, &rv, 1, 0);
-        if (n != (ssize_t)sizeof got || got != all[r].word) {
+        int err = fr_cma_read((int32_t)all[r].pid, all[r].addr, &got, sizeof got);
+        if (err || got != all[r].word) {
             FR_INFO(FR_SUB_SHM, "cma: cannot read local rank %d's memory (%s): bcasts of private buffers copy "
-                    "through the node's segment", r, n == (ssize_t)sizeof got ? "found another word" : strerror(errno));
+                    "through the node's segment", r, err ? strerror(err) : "found another word");
             ok = FR_CMA_OFF;
         }
     }

@@ -527,11 +527,13 @@ fr_status_t fr_shm_create(struct fr_comm *comm)
     layout(s, per_rank);
     prefault(s);
     /* (zptr is not in use yet: the probe's scratch) */
-    s->cma_ok = fr_cma_probe(comm, s->zptr);
+    int cma_mode = fr_cma_probe(comm, s->zptr);
+    /* Ranks sharing cores use cma only when told always: there a reader
+     * waits for a core while the root, which cannot run ahead, idles. Both
+     * inputs are agreed over the node, so every rank decides alike. */
+    s->cma_on = cma_mode == FR_CMA_ALWAYS || (cma_mode == FR_CMA_ON && !comm->oversubscribed);
     comm->shm = s;
-    const char *cma = !s->cma_ok ? "no"
-                      : s->cma_ok == FR_CMA_ALWAYS || !comm->oversubscribed ? "yes"
-                      : "unused, the ranks outnumber the cores";
+    const char *cma = s->cma_on ? "yes" : cma_mode ? "unused, the ranks outnumber the cores" : "no";
     FR_INFO(FR_SUB_SHM, "shm segment of %zu bytes for %d local ranks (allreduce slot %zu, bcast slot %zu); "
             "stores into it: %s; bcasts of private buffers read by cma: %s; results of %zu bytes or more are "
             "streamed (last-level cache share %zu)", s->size, s->lsize, s->red_slot, s->bc_slot,

@@ -112,7 +112,7 @@ typedef struct fr_shm {
     char          *zdesc;        /* [lsize][FR_SHM_ZC_NDESC][FR_SHM_ZC_DESC]: zero-copy descriptors */
     uint64_t       zseen_min;    /* the least ZSEEN round the flags showed last */
     int            zc_ok;        /* the node's ranks open each other's memfds (zero-copy possible) */
-    int            cma_ok;       /* the node's ranks read each other's memory: fr_cma_probe's mode */
+    int            cma_on;       /* bcasts of private buffers go by cma here (agreed: fr_shm_create) */
     int32_t        pid;          /* this process's id, as its zero-copy descriptors give it */
     char         **zptr;         /* [2][lsize]: a zero-copy call's inputs and outputs as this rank maps them */
     const void   **zin;          /* [lsize], in zptr's block: a slice's inputs, in the order reduced */
