@@ -48,6 +48,12 @@ typedef struct fr_alg {
     uint64_t    chunk_def;                  /* its chunk size when the rule gives none (FR_PARAM_CHUNK) */
     /* where that depends on the call, the chunk size for @p call (NULL: chunk_def) */
     uint64_t    (*chunk_for)(const fr_call_t *call);
+    /* The bytes of the communicator's scratch buffer (fr_comm_scratch) it
+     * takes for @p call, as chosen (its rule's parameters set): a bound the
+     * same on every rank, which fr_dispatch reserves before the run and the
+     * ranks agree on, so that a rank without the memory fails the call on
+     * every rank instead of leaving them waiting. NULL: none. */
+    size_t      (*scratch)(const fr_call_t *call, const struct fr_comm *comm);
     unsigned    needs;                      /* FR_NEEDS_*: what fr_dispatch sets up before it runs */
     unsigned    traits;                     /* FR_ALG_* */
     /* The tuner's tie order among its collective and memory type: of two

@@ -43,6 +43,13 @@ static inline size_t fr_alg_chunk_elems(const fr_call_t *call, uint64_t def_byte
     return (size_t)e;
 }
 
+/* fr_alg_t.scratch of the algorithms that take a whole message of scratch
+ * (none where there is nothing to combine). */
+static inline size_t fr_alg_scratch_message(const fr_call_t *call, const struct fr_comm *comm)
+{
+    return call->count && comm->size > 1 ? call->bytes : 0;
+}
+
 /* Allreduce output = input (used when there is nothing to combine). */
 static inline void fr_alg_copy_input(fr_call_t *call)
 {

@@ -54,7 +54,7 @@ static fr_status_t across_rd(struct fr_comm *comm, const fr_call_t *call, char *
                              size_t count, unsigned tag)
 {
     char *tmp = fr_comm_scratch(comm, count * fr_dtype_size(call->dtype));
-    if (!tmp) return FR_ERR_NO_MEMORY;
+    if (!tmp) return FR_ERR_INTERNAL;
     fr_rank_map_t map = {.n = comm->nnodes, .me = comm->node, .rank = node_rank, .arg = comm};
     return fr_rd_allreduce(comm, call, buf, src, count, tmp, &map, tag);
 }
@@ -70,6 +70,17 @@ static int use_rd(const struct fr_comm *comm, const fr_call_t *call, size_t coun
     return rd && !(n & (n - 1));
 }
 
+/* The most the stage across the nodes takes: a slice of recursive doubling
+ * (HIER_RD_MAX unless across=rd) or two of the ring's chunks, whichever
+ * the slices of this call can use (a bound alike on every rank). */
+static size_t hier_scratch(const fr_call_t *call, const struct fr_comm *comm)
+{
+    size_t bytes = call->bytes, ring = 2 * (bytes < HIER_RING_CHUNK ? bytes : HIER_RING_CHUNK), rd = 0;
+    if (!(comm->nnodes & (comm->nnodes - 1)) && call->across != FR_ACROSS_RING)
+        rd = call->across == FR_ACROSS_RD || bytes < HIER_RD_MAX ? bytes : HIER_RD_MAX;
+    return ring > rd ? ring : rd;
+}
+
 /* The ring across the nodes for @p count (> 0) elements of @p buf (input
  * @p src), among the ranks of this rank's local index. */
 static fr_status_t ring_setup(struct fr_comm *comm, const fr_call_t *call, char *buf, const char *src,
@@ -80,7 +91,7 @@ static fr_status_t ring_setup(struct fr_comm *comm, const fr_call_t *call, char 
     fr_block(count, n, 0, &off, &maxlen);
     size_t ce = HIER_RING_CHUNK / es < maxlen ? HIER_RING_CHUNK / es : maxlen;
     char *tmp = fr_comm_scratch(comm, 2 * ce * es);
-    if (!tmp) return FR_ERR_NO_MEMORY;
+    if (!tmp) return FR_ERR_INTERNAL;
     *g = (fr_ring_t){
         .pos = me, .n = n, .left = rank_at(comm, (me + n - 1) % n, l), .right = rank_at(comm, (me + 1) % n, l),
         .buf = buf, .src = src, .count = count, .elsize = es, .dtype = call->dtype, .op = call->op,
@@ -202,6 +213,7 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
 
 const fr_alg_t fr_alg_allreduce_hier = {
     .name = "hier", .coll = FR_COLL_ALLREDUCE, .mem_types = FR_MEM_HOST, .check = check, .run = run,
+    .scratch = hier_scratch,
     .desc = "several nodes: shared memory inside each node, a ring or recursive doubling across (UCX)",
     /* (not four times the default chunk: past 4M, the largest chunk the tuner tries) */
     .params = { { FR_PARAM_CHUNK, { HIER_CHUNK_DEFAULT / 4 } },

@@ -18,8 +18,8 @@ static fr_status_t rab_run(fr_call_t *call, struct fr_comm *comm)
     if (comm->size == 1) { fr_alg_copy_input(call); return FR_SUCCESS; }
 
     size_t es = fr_dtype_size(call->dtype), n = call->count;
-    char *tmp = fr_comm_scratch(comm, call->bytes);
-    if (!tmp) return FR_ERR_NO_MEMORY;
+    char *tmp = fr_comm_scratch(comm, fr_alg_scratch_message(call, comm));
+    if (!tmp) return FR_ERR_INTERNAL;
     char *out = call->recvbuf;
     fr_fold_t f;
     fr_fold_init(&f, comm->rank, comm->size);
@@ -63,6 +63,7 @@ const fr_alg_t fr_alg_allreduce_rabenseifner = {
     .mem_types = FR_MEM_HOST,
     .check = fr_alg_check_host,
     .run = rab_run,
+    .scratch = fr_alg_scratch_message,
     .desc = "recursive-halving reduce-scatter, recursive-doubling allgather; extra ranks folded onto partners",
     .needs = FR_NEEDS_UCX,
     .tie_rank = 2,

@@ -25,8 +25,8 @@ static fr_status_t rd_run(fr_call_t *call, struct fr_comm *comm)
     if (call->count == 0) return FR_SUCCESS;
     if (comm->size == 1) { fr_alg_copy_input(call); return FR_SUCCESS; }
 
-    void *tmp = fr_comm_scratch(comm, call->bytes);
-    if (!tmp) return FR_ERR_NO_MEMORY;
+    void *tmp = fr_comm_scratch(comm, fr_alg_scratch_message(call, comm));
+    if (!tmp) return FR_ERR_INTERNAL;
     fr_fold_t f;
     fr_fold_init(&f, comm->rank, comm->size);
     const void *cur = call->sendbuf;
@@ -45,6 +45,7 @@ const fr_alg_t fr_alg_allreduce_recursive_doubling = {
     .mem_types = FR_MEM_HOST,
     .check = fr_alg_check_host,
     .run = rd_run,
+    .scratch = fr_alg_scratch_message,
     .desc = "pairwise exchange of the whole vector in log2(p) rounds; extra ranks folded onto partners",
     .needs = FR_NEEDS_UCX,
     .tie_rank = 0,

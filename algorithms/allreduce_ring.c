@@ -8,17 +8,29 @@
 
 #define RING_CHUNK_DEFAULT ((uint64_t)256 * 1024)
 
+/* Elements per chunk: the rule's chunk=, at most the largest block. */
+static size_t ring_chunk(const fr_call_t *call, const struct fr_comm *comm)
+{
+    size_t off, maxlen;
+    fr_block(call->count, comm->size, 0, &off, &maxlen);
+    return fr_alg_chunk_elems(call, RING_CHUNK_DEFAULT, fr_dtype_size(call->dtype), maxlen);
+}
+
+/* Two chunks: one arriving while the other is reduced. */
+static size_t ring_scratch(const fr_call_t *call, const struct fr_comm *comm)
+{
+    return call->count && comm->size > 1 ? 2 * ring_chunk(call, comm) * fr_dtype_size(call->dtype) : 0;
+}
+
 static fr_status_t ring_run(fr_call_t *call, struct fr_comm *comm)
 {
     int n = comm->size;
     if (call->count == 0) return FR_SUCCESS;
     if (n == 1) { fr_alg_copy_input(call); return FR_SUCCESS; }
 
-    size_t es = fr_dtype_size(call->dtype), off, maxlen;
-    fr_block(call->count, n, 0, &off, &maxlen);
-    size_t ce = fr_alg_chunk_elems(call, RING_CHUNK_DEFAULT, es, maxlen);
-    char *tmp = fr_comm_scratch(comm, 2 * ce * es);
-    if (!tmp) return FR_ERR_NO_MEMORY;
+    size_t es = fr_dtype_size(call->dtype), ce = ring_chunk(call, comm);
+    char *tmp = fr_comm_scratch(comm, ring_scratch(call, comm));
+    if (!tmp) return FR_ERR_INTERNAL;
     FR_TRACE(FR_SUB_COLL, "ring: %zu bytes, %d ranks, chunk %zu bytes", call->bytes, n, ce * es);
 
     fr_ring_t g = {
@@ -38,6 +50,7 @@ const fr_alg_t fr_alg_allreduce_ring = {
     .mem_types = FR_MEM_HOST,
     .check = fr_alg_check_host,
     .run = ring_run,
+    .scratch = ring_scratch,
     .desc = "reduce-scatter then allgather around the ring of ranks, each step pipelined in chunks",
     .params = { { FR_PARAM_CHUNK, { RING_CHUNK_DEFAULT / 4, RING_CHUNK_DEFAULT * 4 } } },
     .chunk_def = RING_CHUNK_DEFAULT,

@@ -63,20 +63,40 @@ static fr_status_t send_down(struct fr_comm *comm, const tree_t *t, size_t c, fr
     return FR_SUCCESS;
 }
 
+/* The rule's fanout=, or the default, at most TREE_FANOUT_MAX. */
+static int tree_fanout(const fr_call_t *call)
+{
+    int k = call->fanout > 0 ? call->fanout : TREE_FANOUT_DEFAULT;
+    return k > TREE_FANOUT_MAX ? TREE_FANOUT_MAX : k;
+}
+
+/* Elements per chunk for fanout @p k (TREE_SCRATCH_MAX above). */
+static size_t tree_chunk(const fr_call_t *call, int k)
+{
+    size_t es = fr_dtype_size(call->dtype), ce = fr_alg_chunk_elems(call, TREE_CHUNK_DEFAULT, es, call->count);
+    size_t ce_max = TREE_SCRATCH_MAX / (2 * (size_t)k * es);
+    return ce > ce_max ? (ce_max ? ce_max : 1) : ce;
+}
+
+/* Two chunks from each child of the rank with the most children. */
+static size_t tree_scratch(const fr_call_t *call, const struct fr_comm *comm)
+{
+    if (!call->count || comm->size == 1) return 0;
+    int k = tree_fanout(call), most = comm->size - 1 < k ? comm->size - 1 : k;
+    return 2 * (size_t)most * tree_chunk(call, k) * fr_dtype_size(call->dtype);
+}
+
 static fr_status_t tree_run(fr_call_t *call, struct fr_comm *comm)
 {
     int n = comm->size, r = comm->rank;
     if (call->count == 0) return FR_SUCCESS;
     if (n == 1) { fr_alg_copy_input(call); return FR_SUCCESS; }
 
-    int k = call->fanout > 0 ? call->fanout : TREE_FANOUT_DEFAULT;
-    if (k > TREE_FANOUT_MAX) k = TREE_FANOUT_MAX;
+    int k = tree_fanout(call);
     tree_t t;
     t.call = call;
     t.es = fr_dtype_size(call->dtype);
-    t.ce = fr_alg_chunk_elems(call, TREE_CHUNK_DEFAULT, t.es, call->count);
-    size_t ce_max = TREE_SCRATCH_MAX / (2 * (size_t)k * t.es);
-    if (t.ce > ce_max) t.ce = ce_max ? ce_max : 1;
+    t.ce = tree_chunk(call, k);
     t.m = (call->count + t.ce - 1) / t.ce;
     t.parent = r ? (r - 1) / k : -1;
     long first = (long)r * k + 1;
@@ -87,7 +107,7 @@ static fr_status_t tree_run(fr_call_t *call, struct fr_comm *comm)
     t.tmp = NULL;
     if (t.nc) {
         t.tmp = fr_comm_scratch(comm, 2 * (size_t)t.nc * t.ce * t.es);
-        if (!t.tmp) return FR_ERR_NO_MEMORY;
+        if (!t.tmp) return FR_ERR_INTERNAL;
     }
     /* A result chunk returns about 2*depth chunk-times after it went up:
      * keep that many down-receives posted before waiting for one. */
@@ -155,6 +175,7 @@ const fr_alg_t fr_alg_allreduce_tree = {
     .mem_types = FR_MEM_HOST,
     .check = fr_alg_check_host,
     .run = tree_run,
+    .scratch = tree_scratch,
     .desc = "pipelined reduce up a k-ary tree rooted at rank 0 (k = fanout, default 2), then down it",
     .params = { { FR_PARAM_CHUNK, { TREE_CHUNK_DEFAULT / 4, TREE_CHUNK_DEFAULT * 4 } },
                 { FR_PARAM_FANOUT, { 4, 8, FR_FANOUT_FLAT } } },

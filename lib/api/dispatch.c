@@ -121,6 +121,19 @@ static void log_call(const struct fr_comm *comm, uint64_t seq, const fr_call_t *
             st == FR_SUCCESS ? "" : ": ", st == FR_SUCCESS ? "" : fr_strerror(st));
 }
 
+/* The scratch buffer grown to what @p a takes for @p call, agreed: every
+ * rank grows it in the same call (the bound and the buffer's size are alike
+ * on every rank), and a rank without the memory fails the call on every
+ * rank before anything moves, which then drop the buffer alike. */
+static fr_status_t reserve_scratch(fr_comm_t comm, const fr_call_t *call, const fr_alg_t *a)
+{
+    size_t bytes = a->scratch ? a->scratch(call, comm) : 0;
+    if (bytes <= comm->scratch_size) return FR_SUCCESS;
+    fr_status_t st = fr_agree_bounded(comm, fr_comm_scratch_grow(comm, bytes), "the algorithm's scratch");
+    if (st != FR_SUCCESS) fr_comm_scratch_drop(comm);
+    return st;
+}
+
 /* Choose @p call's algorithm (*ap) and run it, as call number @p seq. */
 static fr_status_t run(fr_comm_t comm, fr_call_t *call, uint64_t seq, const fr_alg_t **ap)
 {
@@ -150,6 +163,7 @@ static fr_status_t run(fr_comm_t comm, fr_call_t *call, uint64_t seq, const fr_a
          * endpoints: every rank chose it, so every rank is here (after the
          * check, so that a rank calling otherwise is named first). */
         if (st == FR_SUCCESS && (a->needs & FR_NEEDS_UCX) && comm->ucx_state <= 0) st = fr_ucx_setup(comm);
+        if (st == FR_SUCCESS) st = reserve_scratch(comm, call, a);
     }
     if (st == FR_SUCCESS) {
         call->zcopy = 0;

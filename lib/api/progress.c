@@ -197,24 +197,30 @@ static void run_head(struct fr_prog *P, struct fr_comm *comm)
     if (P->head && P->thread_on) pthread_cond_signal(&P->wake);
 }
 
-/* Whether running @p w makes an MPI call: the MPI library's own
- * collective, FASTREDUCE_CHECK's agreement, the staged path's agreement,
- * and the first set-up of UCX or NCCL. With @p ahead, decided before the
- * communicator's earlier requests ran: a set-up is counted whenever the
- * algorithm needs it, as whether it is done by then differs between ranks. */
-static const fr_alg_t *chosen(struct fr_comm *comm, const fr_call_t *call)
+/* The algorithm chosen for @p call, with the rule's parameters set in
+ * the copy @p c. */
+static const fr_alg_t *chosen(struct fr_comm *comm, const fr_call_t *call, fr_call_t *c)
 {
-    fr_call_t c = *call;
+    *c = *call;
     int rule;
-    return fr_select_choose(comm, &c, &rule);
+    return fr_select_choose(comm, c, &rule);
 }
 
+/* Whether running @p w makes an MPI call: the MPI library's own
+ * collective, FASTREDUCE_CHECK's agreement, the staged path's agreement,
+ * the first set-up of UCX or NCCL, and the agreement on a larger scratch
+ * buffer. With @p ahead, decided before the communicator's earlier
+ * requests ran: a set-up or a scratch buffer is counted whenever the
+ * algorithm needs one, as whether it is there by then differs between
+ * ranks. */
 static int call_needs_mpi(struct fr_comm *comm, const fr_call_t *call, int ahead)
 {
     if (comm->check) return 1;
     if (call->mem == FR_MEM_CUDA && (ahead || !comm->nccl_state)) return 1;
-    const fr_alg_t *a = chosen(comm, call);
+    fr_call_t c;
+    const fr_alg_t *a = chosen(comm, call, &c);
     if (a->traits & (FR_ALG_MPI | FR_ALG_VIA_HOST)) return 1;
+    if (a->scratch && a->scratch(&c, comm) > (ahead ? 0 : comm->scratch_size)) return 1;
     return (a->needs & FR_NEEDS_UCX) && (ahead || !comm->ucx_state);
 }
 
@@ -225,7 +231,8 @@ int fr_prog_may_need_mpi(struct fr_comm *comm, const fr_call_t *call)
 
 int fr_call_needs_ucx(struct fr_comm *comm, const fr_call_t *call)
 {
-    return (chosen(comm, call)->needs & FR_NEEDS_UCX) != 0;
+    fr_call_t c;
+    return (chosen(comm, call, &c)->needs & FR_NEEDS_UCX) != 0;
 }
 
 static int needs_mpi(struct fr_comm *comm, const fr_work_t *w)

@@ -80,7 +80,7 @@ struct fr_comm {
     int         *sel;
     int          sel_at[2 * FR_COLL_COUNT + 1];
     uint64_t     seq;          /* number of collectives started on this communicator */
-    void        *scratch;      /* grow-only scratch buffer for algorithms */
+    void        *scratch;      /* the algorithms' scratch buffer, the same size on every rank */
     size_t       scratch_size;
     void        *fusion;       /* grow-only fusion buffer of grouped allreduces, from fr_mem_alloc where it
                                   can be (lib/api/group.c) */
@@ -117,9 +117,15 @@ struct fr_comm {
     size_t       stage_size;
 };
 
-/* A scratch buffer of at least @p bytes owned by the communicator, or NULL
- * (with the error recorded) if it cannot be allocated. */
+/* The communicator's scratch buffer, which fr_dispatch reserved for the
+ * running algorithm (fr_alg_t.scratch); NULL, with FR_ERR_INTERNAL
+ * recorded, where @p bytes is more than was reserved. */
 void *fr_comm_scratch(struct fr_comm *comm, size_t bytes);
+/* The scratch buffer made at least @p bytes (its contents lost). Not
+ * collective: fr_dispatch agrees on the outcome. */
+fr_status_t fr_comm_scratch_grow(struct fr_comm *comm, size_t bytes);
+/* The scratch buffer freed (every rank alike, after a failed agreement). */
+void fr_comm_scratch_drop(struct fr_comm *comm);
 
 /* The name of collective @p coll ("allreduce", "bcast"). */
 const char *fr_coll_name(fr_coll_t coll);

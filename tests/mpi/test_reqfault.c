@@ -23,15 +23,19 @@
  *     through fr_waitall's statuses; later calls there say the communicator
  *     is unusable; rank 1's late request comes back; destroy works;
  *  6. a grouped call whose fusion buffer the last rank cannot allocate
- *     fails on every rank, blocking and not, and the communicator goes on.
+ *     fails on every rank, blocking and not, and the communicator goes on;
+ *  7. so does a call whose algorithm's scratch buffer the last rank cannot
+ *     allocate, with each algorithm that takes one.
  * Runs under FASTREDUCE_PROGRESS=thread or caller (the launcher runs both).
  *
  * Usage: test_reqfault [--timeout SECONDS]   (default 2)
  */
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include "requests.h"
+#include "forced.h"
 
 static int np, me, caller;
 static double tmo = 2.0;
@@ -553,6 +557,100 @@ static void test_fusion_no_memory(void)
     rq_destroy_comm(c, "fusion buffer");
 }
 
+/* One call of test_scratch_no_memory's: @p a's scratch for @p count floats
+ * is @p need bytes, which the last rank cannot have while @p capped. Every
+ * rank's call fails alike with FR_ERR_NO_MEMORY, leaving the results
+ * alone, or, uncapped, gives the right sums. */
+static void scratch_call(fr_comm_t c, const fr_alg_t *a, float *in, float *out, size_t count, int capped, int nb)
+{
+    tu_begin("%s %s of %zu floats with %s", a->name, nb ? "fr_iallreduce" : "fr_allreduce", count,
+             capped ? "no memory for its scratch on the last rank" : "the cap lifted");
+    for (size_t k = 0; k < count; k++) {
+        in[k] = (float)((me + 1) * (int)(k % 7 + 1));
+        out[k] = -1.0f;
+    }
+    struct rlimit old;
+    getrlimit(RLIMIT_DATA, &old);
+    if (capped && me == np - 1) {
+        struct rlimit d = {vm_data() + (4u << 20), old.rlim_max};
+        TU_CHECK(setrlimit(RLIMIT_DATA, &d) == 0, "setrlimit failed");
+    }
+    fr_status_t st;
+    if (nb) {
+        fr_request_t r = FR_REQUEST_NULL;
+        st = fr_iallreduce(in, out, count, FR_FLOAT32, FR_SUM, c, &r);
+        if (st == FR_SUCCESS) st = fr_wait(&r);
+    } else {
+        st = fr_allreduce(in, out, count, FR_FLOAT32, FR_SUM, c);
+    }
+    if (capped && me == np - 1) setrlimit(RLIMIT_DATA, &old);
+    size_t bad = 0;
+    if (capped) {
+        TU_CHECK(st == FR_ERR_NO_MEMORY, "%s (%s), want FR_ERR_NO_MEMORY", tu_status(st), fr_last_error());
+        TU_CHECK(contains(fr_last_error(), me == np - 1 ? "scratch" : "another rank"),
+                 "the message does not say why: %s", fr_last_error());
+        for (size_t k = 0; k < count; k++) bad += out[k] != -1.0f;
+        TU_CHECK(bad == 0, "%zu results written by a call that failed", bad);
+    } else {
+        TU_CHECK(st == FR_SUCCESS, "%s (%s)", tu_status(st), fr_last_error());
+        for (size_t k = 0; k < count; k++) bad += out[k] != (float)(np * (np + 1) / 2 * (int)(k % 7 + 1));
+        TU_CHECK(bad == 0, "%zu elements wrong", bad);
+    }
+}
+
+/* An algorithm's scratch buffer that the last rank cannot allocate
+ * (RLIMIT_DATA): each allreduce algorithm that takes more than the cap
+ * leaves (fr_alg_t.scratch, chunks of 16M asked where it has chunks, so
+ * the ring and the tree do too) runs a 32 MiB call, blocking and not.
+ * Every rank's call fails, agreed before anything moves, none waits for a
+ * rank that never starts, and the communicator goes on: a small allreduce,
+ * then the call with the cap lifted, give the right sums. */
+static void test_scratch_no_memory(void)
+{
+#ifdef UNDER_ASAN
+    if (me == 0) printf("test_reqfault: the scratch without memory: skipped under AddressSanitizer\n");
+    return;
+#endif
+    enum { CNT = 8 << 20 };
+    /* (large blocks mapped and unmapped, always: glibc would otherwise raise
+     * its threshold after the first freed scratch and serve the next from
+     * heap it keeps, which the cap does not limit) */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    const fr_alg_t *algs[TU_MAX_FORCED];
+    int n = tu_forced("test_reqfault", FR_COLL_ALLREDUCE, 0, algs);
+    float *in = malloc((size_t)CNT * sizeof *in), *out = malloc((size_t)CNT * sizeof *out);
+    if (!tu_all(in && out)) { free(in); free(out); return; }
+    for (int i = 0; i < n && np > 1; i++) {
+        const fr_alg_t *a = algs[i];
+        char rule[160];
+        snprintf(rule, sizeof rule, "allreduce host * * * %s%s%s", a->name,
+                 fr_alg_param(a, FR_PARAM_CHUNK) ? " chunk=16M" : "", fr_alg_param(a, FR_PARAM_ACROSS) ? " across=rd" : "");
+        setenv("FASTREDUCE_TUNE", rule, 1);
+        fr_comm_t c = rq_make_comm(NULL, MPI_COMM_WORLD);
+        unsetenv("FASTREDUCE_TUNE");
+        if (!tu_all(c != NULL)) continue;
+        /* (the call as the rule makes it; an algorithm that declines it, or
+         * takes less scratch than the cap leaves, has nothing to show) */
+        fr_call_t call = {.coll = FR_COLL_ALLREDUCE, .mem = FR_MEM_HOST, .count = CNT, .dtype = FR_FLOAT32,
+                          .op = FR_SUM, .bytes = (size_t)CNT * sizeof(float), .chunk = 16u << 20,
+                          .across = FR_ACROSS_RD};
+
+        if (a->scratch && a->check(&call, c) == FR_SUCCESS && a->scratch(&call, c) >= (12u << 20)) {
+            float x = (float)me;
+            tu_begin("%s: a first call makes its transport", a->name);
+            TU_CHECK(fr_allreduce(FR_IN_PLACE, &x, 1, FR_FLOAT32, FR_SUM, c) == FR_SUCCESS, "%s", fr_last_error());
+            for (int round = 0; round < 3; round++) scratch_call(c, a, in, out, CNT, round < 2, round == 1);
+            int y = me + 1;
+            fr_status_t st = fr_allreduce(FR_IN_PLACE, &y, 1, FR_INT32, FR_SUM, c);
+            TU_CHECK(st == FR_SUCCESS && y == np * (np + 1) / 2, "a small allreduce after it: %s, %d",
+                     tu_status(st), y);
+        }
+        rq_destroy_comm(c, a->name);
+    }
+    free(in);
+    free(out);
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -578,6 +676,7 @@ int main(int argc, char **argv)
     test_destroy_pending();
     test_done_after_destroy();
     test_fusion_no_memory();
+    test_scratch_no_memory();
     if (np > 1) {
         test_check_mismatch();
         test_skip(NULL, 0);
