@@ -181,6 +181,7 @@ fr_status_t fr_comm_create(MPI_Comm mpi_comm, const fr_config_t *config, fr_comm
     struct fr_comm *c = calloc(1, sizeof *c);
     if (!c) return FR_ERROR(FR_ERR_NO_MEMORY, "fr_comm_create: out of memory");
     c->mpi = c->node_comm = MPI_COMM_NULL;
+    c->run_host = fr_dispatch;   /* (the staged path's host call, from the layer below) */
     fr_status_t st = FR_SUCCESS;
     if (PMPI_Comm_dup(mpi_comm, &c->mpi) != MPI_SUCCESS) {
         c->mpi = MPI_COMM_NULL;
