@@ -71,11 +71,18 @@ static int use_rd(const struct fr_comm *comm, const fr_call_t *call, size_t coun
 }
 
 /* The most the stage across the nodes takes: a slice of recursive doubling
- * (HIER_RD_MAX unless across=rd) or two of the ring's chunks, whichever
- * the slices of this call can use (a bound alike on every rank). */
+ * (HIER_RD_MAX unless across=rd) or two of the ring's chunks, for the
+ * largest slice of this call (local rank 0's; the whole message at one
+ * rank a node). Every node cuts its chunks alike (their slices cross
+ * together), so the bound is alike on every rank. */
 static size_t hier_scratch(const fr_call_t *call, const struct fr_comm *comm)
 {
-    size_t bytes = call->bytes, ring = 2 * (bytes < HIER_RING_CHUNK ? bytes : HIER_RING_CHUNK), rd = 0;
+    size_t es = fr_dtype_size(call->dtype), most = call->count, off;
+    if (comm->ppn > 1) {
+        size_t cel = fr_shm_chunk_elems(comm, call, HIER_CHUNK_DEFAULT);
+        fr_block(cel < most ? cel : most, comm->local_size, 0, &off, &most);
+    }
+    size_t bytes = most * es, ring = 2 * (bytes < HIER_RING_CHUNK ? bytes : HIER_RING_CHUNK), rd = 0;
     if (!(comm->nnodes & (comm->nnodes - 1)) && call->across != FR_ACROSS_RING)
         rd = call->across == FR_ACROSS_RD || bytes < HIER_RD_MAX ? bytes : HIER_RD_MAX;
     return ring > rd ? ring : rd;

@@ -78,7 +78,8 @@ static size_t tree_chunk(const fr_call_t *call, int k)
     return ce > ce_max ? (ce_max ? ce_max : 1) : ce;
 }
 
-/* Two chunks from each child of the rank with the most children. */
+/* Two chunks from each child of the rank with the most children: the bound
+ * must be alike on every rank, so the leaves reserve it too. */
 static size_t tree_scratch(const fr_call_t *call, const struct fr_comm *comm)
 {
     if (!call->count || comm->size == 1) return 0;

@@ -33,7 +33,9 @@ static fr_status_t run(fr_call_t *call, struct fr_comm *comm)
     st = fr_agree_bounded(comm, st, "staging a device buffer in host memory");
     /* (every rank has the same outcome, unless the agreement itself timed out) */
     if (st != FR_SUCCESS) { call->agreed = !comm->broken; return st; }
-    FR_CHECK(comm->run_host(comm, &host));
+    st = comm->run_host(comm, &host);
+    /* (the host call failed alike everywhere, before moving data, unless it broke the communicator) */
+    if (st != FR_SUCCESS) { call->agreed = !comm->broken; return st; }
     if (call->coll == FR_COLL_BCAST && comm->rank == call->root) return FR_SUCCESS;
     return fr_device_copy(call->recvbuf, h, call->bytes, call->stream);
 }

@@ -595,6 +595,7 @@ static void scratch_call(fr_comm_t c, const fr_alg_t *a, float *in, float *out, 
         TU_CHECK(st == FR_SUCCESS, "%s (%s)", tu_status(st), fr_last_error());
         for (size_t k = 0; k < count; k++) bad += out[k] != (float)(np * (np + 1) / 2 * (int)(k % 7 + 1));
         TU_CHECK(bad == 0, "%zu elements wrong", bad);
+        TU_CHECK(!strcmp(fr_last_algorithm(), a->name), "the call ran %s, not %s", fr_last_algorithm(), a->name);
     }
 }
 
@@ -616,6 +617,7 @@ static void test_scratch_no_memory(void)
      * its threshold after the first freed scratch and serve the next from
      * heap it keeps, which the cap does not limit) */
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 20);
     const fr_alg_t *algs[TU_MAX_FORCED];
     int n = tu_forced("test_reqfault", FR_COLL_ALLREDUCE, 0, algs);
     float *in = malloc((size_t)CNT * sizeof *in), *out = malloc((size_t)CNT * sizeof *out);
