@@ -244,6 +244,9 @@ class _DistributedOptimizer:
         reduced before, or a stand-in, must not be summed again), so that
         the reduction tells which parameters no rank gave a gradient."""
         b.made = [self._fr_made(p) for p in b.params]
+        for p, made in zip(b.params, b.made):
+            if made and p.grad.layout != torch.strided:
+                p.grad = p.grad.to_dense()   # (reduced as a dense one: see DistributedOptimizer)
         if b.flat is not None:
             self._fr_start_flat(b)
             return
@@ -407,7 +410,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, comm=None, fusion_byt
     bucket of CPU parameters is one buffer in memory the node's ranks share,
     reduced in place by one zero-copy allreduce; without compression the
     gradients are views of it (backward accumulates there, and zero_grad
-    zeroes them in place rather than dropping them). The result is an
+    zeroes them in place rather than dropping them). A sparse gradient
+    (nn.Embedding(sparse=True)) is reduced as a dense one, as Horovod's
+    sparse_as_dense=True does: .grad is dense after step(), so an optimizer
+    that takes sparse gradients only (SparseAdam) cannot be wrapped. The
+    result is an
     instance of the optimizer's own class, with its param_groups and state.
     Wrapping parameters that a DistributedOptimizer has (a new optimizer
     for them, or this one wrapped again) closes that one: its step() and

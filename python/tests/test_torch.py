@@ -380,6 +380,44 @@ def test_grad_scaler_pattern(comm, skip):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
 
 
+def embedding_model(sparse):
+    torch.manual_seed(3)
+    return torch.nn.Sequential(torch.nn.Embedding(50, 8, sparse=sparse), torch.nn.Flatten(), torch.nn.Linear(32, 3))
+
+
+def embedding_batch(step, rank):
+    g = torch.Generator().manual_seed(7000 + 100 * step + rank)
+    return torch.randint(0, 50, (6, 4), generator=g), torch.randint(0, 3, (6,), generator=g)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_optimizer_sparse_gradients_as_dense(comm, shared):
+    """An embedding's sparse gradients are averaged as dense ones: the same
+    parameters as the dense layer's gradients averaged by hand."""
+    ref = embedding_model(False)
+    ref_opt = PLAIN(ref.parameters())
+    m = embedding_model(True)
+    opt = frt.DistributedOptimizer(PLAIN(m.parameters()), comm=comm, fusion_bytes=0, shared_buckets=shared)
+    for s in range(3):
+        ref_opt.zero_grad()
+        sums = [torch.zeros_like(p, dtype=torch.float64) for p in ref.parameters()]
+        for r in range(NP):
+            mr = copy.deepcopy(ref)
+            torch.nn.functional.cross_entropy(mr(embedding_batch(s, r)[0]), embedding_batch(s, r)[1]).backward()
+            for acc, p in zip(sums, mr.parameters()):
+                acc += p.grad.double()
+        for p, acc in zip(ref.parameters(), sums):
+            p.grad = (acc / NP).float()
+        ref_opt.step()
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(m(embedding_batch(s, ME)[0]), embedding_batch(s, ME)[1]).backward()
+        opt.step()
+        assert m[0].weight.grad.layout == torch.strided
+    for a, b in zip(ref.parameters(), m.parameters()):
+        assert same_on_every_rank(b)
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+
+
 def test_skip_synchronize_refuses_unreduced_gradients(comm):
     m = model()
     opt = frt.DistributedOptimizer(SGD(m.parameters()), comm=comm)
