@@ -23,10 +23,11 @@
  *             (which MPI allows, but Open MPI 4.1's own MPI_Iallreduce
  *             then crashes in MPI_Wait: only where the call is served)
  *   --free-tested  also, at MPI_THREAD_MULTIPLE: 40 times, a thread tests a
- *             request while the main thread frees its communicator (a
- *             stress case kept out of the suite: under MPICH with the
- *             interposer a rare launch once hung, and the cause was never
- *             found, so a hang there may not be gone)
+ *             request while the main thread frees its communicator and
+ *             makes the next (each new communicator's set-up is many
+ *             collectives: with more ranks than cores, MPICH's busy waits
+ *             make that part take tens of seconds, which is slow, not
+ *             stuck)
  *   --errors  instead: an MPI_Iallreduce with a NULL recvbuf on a
  *             communicator with its own error handler
  *   --fail    instead: rank 0 alone starts an MPI_Iallreduce (run it with

@@ -12,7 +12,8 @@
 # FASTREDUCE_DISABLE=1 pass them all, and so does UCX that a blocking call
 # found cannot be set up (under ring); ranks that differ in thread level
 # or FASTREDUCE_PROGRESS, or where one cannot make a thread, agree on it. A
-# user op is always passed.
+# user op is always passed. A communicator freed while another thread tests
+# its request goes through on every rank (--free-tested).
 # shellcheck shell=bash
 
 # nb_launch TAG NP COMMAND...: NP ranks of COMMAND (NP 0: COMMAND is the
@@ -136,6 +137,10 @@ nb_errors() {
     ok=0; [ "$rc" = 0 ] && grep -qE "^fail: MPI_Iallreduce started with 0; MPI_Wait returned class ([0-9]+) \(MPI_ERR_OTHER is \1\), the request freed$" \
         "$NB_DIR/fail.out" && grep -q 'fastreduce WARN MPI_Iallreduce failed: .* timed out' "$NB_DIR/fail.err" && ok=1
     pass_fail $ok "mpi_nb_program np=2 multiple --fail under FASTREDUCE_TIMEOUT=1: $(grep '^fail:' "$NB_DIR/fail.out") (exit $rc)"
+    # a communicator freed while another thread tests its request, 40 times
+    nb_launch freetested 3 "${NB_PRE[@]}" "$NB_PROG" multiple --free-tested
+    ok=0; [ "$rc" = 0 ] && [ "$(nb_result freetested 3 multiple)" -gt 1000 ] && ok=1
+    pass_fail $ok "mpi_nb_program np=3 multiple --free-tested, LD_PRELOAD: $(tail -n 1 "$NB_DIR/freetested.out") (exit $rc)"
 }
 
 nb_suite() {
