@@ -40,6 +40,21 @@ static int unbound_on(const fr_topo_t *t, const cpu_set_t *cpus)
     return online <= 0 || CPU_COUNT(cpus) >= online;
 }
 
+/* The NUMA node every CPU of @p cpus that @p t lists lies in; -1 when they
+ * lie in several, or in none. */
+static int numa_of(const fr_topo_t *t, const cpu_set_t *cpus)
+{
+    int numa = -1;
+    for (int c = 0; c < t->ncores; c++)
+        for (int j = 0; j < t->core[c].npus; j++) {
+            int p = t->core[c].pus[j];
+            if (p >= CPU_SETSIZE || !CPU_ISSET(p, cpus)) continue;
+            if (numa >= 0 && t->core[c].numa != numa) return -1;
+            numa = t->core[c].numa;
+        }
+    return numa;
+}
+
 static fr_status_t set_affinity(const fr_topo_t *t, const fr_plan_rank_t *r)
 {
     cpu_set_t set;
@@ -317,9 +332,13 @@ static fr_status_t bind_node(MPI_Comm comm, MPI_Comm node_comm, int rank, const 
     if (t && fr_plan_make(pt, nlocal, eff, gpus, &plan) == FR_SUCCESS) {
         const fr_plan_rank_t *r = &plan.rank[local];
         if (r->gpu >= 0) out->gpu = cuda;   /* (r->gpu is this rank's own g) */
-        if (r->nic >= 0) {
-            snprintf(out->nic, sizeof out->nic, "%s", t->nic[r->nic].name);
-            if (t->this_system) nic_env(&t->nic[r->nic]);   /* never a device of another machine */
+        /* Not bound by the plan and without a GPU: the NIC nearest the NUMA
+         * node the launcher bound the rank to, where its CPUs lie in one. */
+        int nic = r->nic, numa = eff == FR_BIND_NONE && r->gpu < 0 ? numa_of(pt, &mine.cpus) : -1;
+        if (numa >= 0) nic = fr_plan_nic(pt, -1, numa, local);
+        if (nic >= 0) {
+            snprintf(out->nic, sizeof out->nic, "%s", t->nic[nic].name);
+            if (t->this_system) nic_env(&t->nic[nic]);   /* never a device of another machine */
         }
         out->numa = r->numa;
         if (eff != FR_BIND_NONE && !t->this_system) {

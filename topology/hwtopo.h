@@ -126,6 +126,10 @@ typedef struct fr_plan {
  * as fr_topo_bind does for a process the launcher left unbound. */
 fr_status_t fr_plan_make(const fr_topo_t *t, int nranks, int mode, const int *gpu_of_rank, fr_plan_t *out);
 void fr_plan_free(fr_plan_t *p);
+/* The NIC nearest GPU @p gpu (index into t->gpu), else NUMA node @p numa
+ * (-1 for neither), as fr_plan_make picks a rank's; equally near ones are
+ * dealt by @p ord. -1 when the node has none. */
+int fr_plan_nic(const fr_topo_t *t, int gpu, int numa, int ord);
 /* The OS indices of the PUs of @p r's cores as a list "0-3,16-19". */
 void fr_plan_cpulist(const fr_topo_t *t, const fr_plan_rank_t *r, char *buf, size_t len);
 /* A sorted list of integers written as ranges: "0-3,8,10-11". */

@@ -84,19 +84,19 @@ static fr_status_t split_cores(const fr_topo_t *t, fr_plan_t *p)
     return FR_SUCCESS;
 }
 
-/* Nearest NIC: one with an active port before one whose ports are all
+/* See hwtopo.h. One with an active port before one whose ports are all
  * down (it carries nothing), a fabric before plain IP, then by distance
  * from the GPU (or the NUMA node); equally near ones are shared out by @p ord. */
-static int pick_nic(const fr_topo_t *t, const fr_plan_rank_t *r, int ord)
+int fr_plan_nic(const fr_topo_t *t, int gpu, int numa, int ord)
 {
     int best = -1, ntied = 0, *key = malloc((size_t)(t->nnics ? t->nnics : 1) * sizeof *key);
     if (!key || !t->nnics) { free(key); return -1; }
     for (int n = 0; n < t->nnics; n++) {
         const fr_topo_nic_t *c = &t->nic[n];
         int d = 4;
-        if (r->gpu >= 0) d = fr_topo_gpu_nic_distance(t, r->gpu, n);
-        else if (r->numa >= 0 && c->numa == r->numa) d = 2;
-        else if (r->numa >= 0 && c->package >= 0 && c->package == t->numa[r->numa].package) d = 3;
+        if (gpu >= 0) d = fr_topo_gpu_nic_distance(t, gpu, n);
+        else if (numa >= 0 && c->numa == numa) d = 2;
+        else if (numa >= 0 && c->package >= 0 && c->package == t->numa[numa].package) d = 3;
         key[n] = !!c->down * 100 + !fr_nic_kind_fabric(c->kind) * 10 + d;
         if (best < 0 || key[n] < best) best = key[n];
     }
@@ -147,7 +147,8 @@ fr_status_t fr_plan_make(const fr_topo_t *t, int nranks, int mode, const int *gp
     /* equally near NICs are dealt by the GPU's PCI order, the same in every
      * process (its place in t->gpu follows this process's CUDA indices) */
     for (int i = 0; i < nranks; i++)
-        out->rank[i].nic = pick_nic(t, &out->rank[i], out->rank[i].gpu >= 0 ? t->gpu[out->rank[i].gpu].pci_order : i);
+        out->rank[i].nic = fr_plan_nic(t, out->rank[i].gpu, out->rank[i].numa,
+                                       out->rank[i].gpu >= 0 ? t->gpu[out->rank[i].gpu].pci_order : i);
     if (st != FR_SUCCESS) fr_plan_free(out);
     return st;
 }

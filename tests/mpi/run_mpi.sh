@@ -539,6 +539,22 @@ else
     nskip=$((nskip + 1))
     echo "SKIP: FASTREDUCE_BIND under taskset (no taskset, or no CPU 1 here)"
 fi
+# A launcher's binding kept (two-numa-nics.xml: PU 0 and mlx5_0 on NUMA 0,
+# PU 1 and mlx5_1 on NUMA 1): both ranks on CPU c get mlx5_c, the NIC of
+# their NUMA node, not one each dealt by local rank.
+if command -v taskset >/dev/null 2>&1 && taskset -c 1 true 2>/dev/null; then
+    for c in 0 1; do
+        RUN_WRAP="taskset -c $c" run_one 2 "FASTREDUCE_REPORT_BINDINGS=1 FASTREDUCE_TOPO_XML=${srcdir:-$(dirname "$0")/..}/topologies/two-numa-nics.xml" test_bind
+        nnic=0
+        for r in 0 1; do
+            grep -qE "fastreduce BIND host .* rank $r local $r/2 bind none: cpus $c numa - gpu none nic mlx5_$c " "$last_log" && nnic=$((nnic + 1))
+        done
+        pass_fail "$([ "$nnic" = 2 ] && echo 1 || echo 0)" "np=2 two-numa-nics.xml under taskset -c $c: $nnic of 2 ranks given mlx5_$c (log: $last_log)"
+    done
+else
+    nskip=$((nskip + 1))
+    echo "SKIP: the NIC of a launcher-bound rank (no taskset, or no CPU 1 here)"
+fi
 run_one 2 "FASTREDUCE_BIND=auto" test_bind
 run_one 3 "FASTREDUCE_BIND=gpu" test_bind
 run_one 2 "FASTREDUCE_BIND=gpu FASTREDUCE_TOPO_XML=${srcdir:-$(dirname "$0")/..}/topologies/dgx-8gpu.xml" test_bind
