@@ -227,6 +227,7 @@ typedef struct node_facts {
     int      unbound;            /* no rank of the node was bound by its launcher */
     int     *gpus;               /* [place]: the rank's GPU, index into this process's t->gpu, -1 for none */
     cpu_set_t cpus;              /* the CPUs some rank started with */
+    int      numa_ord;           /* this rank's place among those that started in its NUMA node */
 } node_facts_t;
 
 /* Gather every rank's @p mine over @p node_comm (collective) into @p f, so
@@ -254,6 +255,11 @@ static fr_status_t gather(MPI_Comm node_comm, const fr_topo_t *t, const rank_inf
             CPU_OR(&f->cpus, &f->cpus, &info[i].cpus);
         }
         f->local = place[me];
+        /* (NICs equally near a NUMA node are dealt among the ranks that run there) */
+        int numa = t ? numa_of(t, &mine->cpus) : -1;
+        f->numa_ord = 0;
+        for (int i = 0; i < nlocal && numa >= 0; i++)
+            f->numa_ord += place[i] < place[me] && numa_of(t, &info[i].cpus) == numa;
     }
     free(info);
     free(place);
@@ -333,9 +339,10 @@ static fr_status_t bind_node(MPI_Comm comm, MPI_Comm node_comm, int rank, const 
         const fr_plan_rank_t *r = &plan.rank[local];
         if (r->gpu >= 0) out->gpu = cuda;   /* (r->gpu is this rank's own g) */
         /* Not bound by the plan and without a GPU: the NIC nearest the NUMA
-         * node the launcher bound the rank to, where its CPUs lie in one. */
+         * node the rank started in (the launcher's binding), where its CPUs
+         * lie in one. */
         int nic = r->nic, numa = eff == FR_BIND_NONE && r->gpu < 0 ? numa_of(pt, &mine.cpus) : -1;
-        if (numa >= 0) nic = fr_plan_nic(pt, -1, numa, local);
+        if (numa >= 0) nic = fr_plan_nic(pt, -1, numa, f.numa_ord);
         if (nic >= 0) {
             snprintf(out->nic, sizeof out->nic, "%s", t->nic[nic].name);
             if (t->this_system) nic_env(&t->nic[nic]);   /* never a device of another machine */

@@ -539,21 +539,24 @@ else
     nskip=$((nskip + 1))
     echo "SKIP: FASTREDUCE_BIND under taskset (no taskset, or no CPU 1 here)"
 fi
-# A launcher's binding kept (two-numa-nics.xml: PU 0 and mlx5_0 on NUMA 0,
-# PU 1 and mlx5_1 on NUMA 1): both ranks on CPU c get mlx5_c, the NIC of
-# their NUMA node, not one each dealt by local rank.
-if command -v taskset >/dev/null 2>&1 && taskset -c 1 true 2>/dev/null; then
-    for c in 0 1; do
-        RUN_WRAP="taskset -c $c" run_one 2 "FASTREDUCE_REPORT_BINDINGS=1 FASTREDUCE_TOPO_XML=${srcdir:-$(dirname "$0")/..}/topologies/two-numa-nics.xml" test_bind
+# A launcher's binding kept (two-numa-nics.xml: PU 0, mlx5_0 and mlx5_1 on
+# NUMA 0; PU 1, mlx5_2 and mlx5_3 on NUMA 1): a rank gets a NIC of the NUMA
+# node it runs on, the NUMA node's NICs dealt among the ranks there (not
+# among all the node's ranks). Both ranks on CPU 0, on CPU 1, then rank l
+# on CPU l (mpi/cpu_wrap.sh).
+if command -v taskset >/dev/null 2>&1 && taskset -c 0 true 2>/dev/null && taskset -c 1 true 2>/dev/null; then
+    for wrap in "taskset -c 0:0 1" "taskset -c 1:2 3" "${srcdir:-$(dirname "$0")/..}/mpi/cpu_wrap.sh:0 2"; do
+        want=(${wrap##*:})
+        RUN_WRAP=${wrap%:*} run_one 2 "FASTREDUCE_REPORT_BINDINGS=1 FASTREDUCE_TOPO_XML=${srcdir:-$(dirname "$0")/..}/topologies/two-numa-nics.xml" test_bind
         nnic=0
         for r in 0 1; do
-            grep -qE "fastreduce BIND host .* rank $r local $r/2 bind none: cpus $c numa - gpu none nic mlx5_$c " "$last_log" && nnic=$((nnic + 1))
+            grep -qE "fastreduce BIND host .* rank $r local $r/2 bind none: cpus .* nic mlx5_${want[$r]} " "$last_log" && nnic=$((nnic + 1))
         done
-        pass_fail "$([ "$nnic" = 2 ] && echo 1 || echo 0)" "np=2 two-numa-nics.xml under taskset -c $c: $nnic of 2 ranks given mlx5_$c (log: $last_log)"
+        pass_fail "$([ "$nnic" = 2 ] && echo 1 || echo 0)" "np=2 two-numa-nics.xml under $(basename "${wrap%%:*}" | cut -d' ' -f1-3): $nnic of 2 ranks given mlx5_${want[0]} and mlx5_${want[1]} (log: $last_log)"
     done
 else
     nskip=$((nskip + 1))
-    echo "SKIP: the NIC of a launcher-bound rank (no taskset, or no CPU 1 here)"
+    echo "SKIP: the NIC of a launcher-bound rank (no taskset, or no CPUs 0 and 1 here)"
 fi
 run_one 2 "FASTREDUCE_BIND=auto" test_bind
 run_one 3 "FASTREDUCE_BIND=gpu" test_bind
