@@ -413,7 +413,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, comm=None, fusion_byt
     zeroes them in place rather than dropping them). A sparse gradient
     (nn.Embedding(sparse=True)) is reduced as a dense one, as Horovod's
     sparse_as_dense=True does: .grad is dense after step(), so an optimizer
-    that takes sparse gradients only (SparseAdam) cannot be wrapped. The
+    that takes sparse gradients only (SparseAdam) fails at its step(). The
     result is an
     instance of the optimizer's own class, with its param_groups and state.
     Wrapping parameters that a DistributedOptimizer has (a new optimizer
