@@ -71,6 +71,12 @@ static inline uint64_t fr_alg_chunk_default(const fr_alg_t *a, const fr_call_t *
     return a->chunk_for ? a->chunk_for(call) : a->chunk_def;
 }
 
+/* The scratch bytes @p a takes for @p call (0 where it takes none). */
+static inline size_t fr_alg_scratch(const fr_alg_t *a, const fr_call_t *call, const struct fr_comm *comm)
+{
+    return a->scratch ? a->scratch(call, comm) : 0;
+}
+
 /* @p a's entry for rule parameter @p key, or NULL when it does not read it. */
 static inline const fr_alg_param_t *fr_alg_param(const fr_alg_t *a, int key)
 {

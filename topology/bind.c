@@ -227,7 +227,8 @@ typedef struct node_facts {
     int      unbound;            /* no rank of the node was bound by its launcher */
     int     *gpus;               /* [place]: the rank's GPU, index into this process's t->gpu, -1 for none */
     cpu_set_t cpus;              /* the CPUs some rank started with */
-    int      numa_ord;           /* this rank's place among those that started in its NUMA node */
+    int      numa;               /* the NUMA node this rank started in, -1 when its CPUs span several */
+    int      numa_ord;           /* its place among the ranks that started there */
 } node_facts_t;
 
 /* Gather every rank's @p mine over @p node_comm (collective) into @p f, so
@@ -245,6 +246,8 @@ static fr_status_t gather(MPI_Comm node_comm, const fr_topo_t *t, const rank_inf
                  : PMPI_Allgather(mine, (int)sizeof *mine, MPI_BYTE, info, (int)sizeof *mine, MPI_BYTE, node_comm);
     f->whole = f->unbound = 1;
     f->local = me;
+    f->numa = -1;
+    f->numa_ord = 0;
     CPU_ZERO(&f->cpus);
     if (rc == MPI_SUCCESS) {
         places(info, nlocal, place);
@@ -256,10 +259,9 @@ static fr_status_t gather(MPI_Comm node_comm, const fr_topo_t *t, const rank_inf
         }
         f->local = place[me];
         /* (NICs equally near a NUMA node are dealt among the ranks that run there) */
-        int numa = t ? numa_of(t, &mine->cpus) : -1;
-        f->numa_ord = 0;
-        for (int i = 0; i < nlocal && numa >= 0; i++)
-            f->numa_ord += place[i] < place[me] && numa_of(t, &info[i].cpus) == numa;
+        f->numa = t ? numa_of(t, &mine->cpus) : -1;
+        for (int i = 0; i < nlocal && f->numa >= 0; i++)
+            f->numa_ord += place[i] < place[me] && numa_of(t, &info[i].cpus) == f->numa;
     }
     free(info);
     free(place);
@@ -341,8 +343,7 @@ static fr_status_t bind_node(MPI_Comm comm, MPI_Comm node_comm, int rank, const 
         /* Not bound by the plan and without a GPU: the NIC nearest the NUMA
          * node the rank started in (the launcher's binding), where its CPUs
          * lie in one. */
-        int nic = r->nic, numa = eff == FR_BIND_NONE && r->gpu < 0 ? numa_of(pt, &mine.cpus) : -1;
-        if (numa >= 0) nic = fr_plan_nic(pt, -1, numa, f.numa_ord);
+        int nic = eff == FR_BIND_NONE && r->gpu < 0 && f.numa >= 0 ? fr_plan_nic(pt, -1, f.numa, f.numa_ord) : r->nic;
         if (nic >= 0) {
             snprintf(out->nic, sizeof out->nic, "%s", t->nic[nic].name);
             if (t->this_system) nic_env(&t->nic[nic]);   /* never a device of another machine */

@@ -127,7 +127,7 @@ static void log_call(const struct fr_comm *comm, uint64_t seq, const fr_call_t *
  * rank before anything moves, which then drop the buffer alike. */
 static fr_status_t reserve_scratch(fr_comm_t comm, const fr_call_t *call, const fr_alg_t *a)
 {
-    size_t bytes = a->scratch ? a->scratch(call, comm) : 0;
+    size_t bytes = fr_alg_scratch(a, call, comm);
     if (bytes <= comm->scratch_size) return FR_SUCCESS;
     fr_status_t st = fr_agree_bounded(comm, fr_comm_scratch_grow(comm, bytes), "the algorithm's scratch");
     if (st != FR_SUCCESS) fr_comm_scratch_drop(comm);

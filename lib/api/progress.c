@@ -220,7 +220,7 @@ static int call_needs_mpi(struct fr_comm *comm, const fr_call_t *call, int ahead
     fr_call_t c;
     const fr_alg_t *a = chosen(comm, call, &c);
     if (a->traits & (FR_ALG_MPI | FR_ALG_VIA_HOST)) return 1;
-    if (a->scratch && a->scratch(&c, comm) > (ahead ? 0 : comm->scratch_size)) return 1;
+    if (fr_alg_scratch(a, &c, comm) > (ahead ? 0 : comm->scratch_size)) return 1;
     return (a->needs & FR_NEEDS_UCX) && (ahead || !comm->ucx_state);
 }
 
