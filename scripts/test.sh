@@ -13,6 +13,28 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/deps.sh" || exit 1
 . "$top/scripts/env.sh"
 passed=0; failed=0; status=0
+# What failed, kept to be printed again at the end: CI shows a log's tail.
+why=$(mktemp); trap 'rm -f "$why"' EXIT
+# failed_tests DIR: for each automake test under DIR whose result is FAIL or
+# ERROR, its FAIL/TIMEOUT lines (our suites) or its log's tail (Criterion).
+failed_tests() {
+    local t log
+    for t in $(cd "$1" && ls -- *.trs */*.trs 2>/dev/null); do
+        grep -qE '^:test-result: (FAIL|ERROR)' "$1/$t" || continue
+        log=$1/${t%.trs}.log
+        echo "--- ${log#"$top"/}"
+        if grep -qE '^(FAIL|TIMEOUT)' "$log"; then
+            grep -E -A4 '^(FAIL|TIMEOUT)' "$log" | head -n 60
+        else
+            tail -n 40 "$log"
+        fi
+    done
+}
+# note_fails FILE: keep FILE's FAIL/TIMEOUT lines (and what follows each).
+note_fails() {
+    grep -qE '^(FAIL|TIMEOUT)' "$1" 2>/dev/null || return 0
+    { echo "--- ${1#"$top"/}"; grep -E -A4 '^(FAIL|TIMEOUT)' "$1" | head -n 60; } >>"$why"
+}
 # Open MPI with CUDA and NCCL where /usr/local/cuda has them, MPICH configured
 # without them: the whole suite runs in both configurations.
 for mpi in openmpi mpich; do
@@ -35,13 +57,12 @@ for mpi in openmpi mpich; do
     (cd "$top/build-$mpi" && make check -j1 2>&1) | tee "$log" | grep -E "^(PASS|FAIL|ERROR|XFAIL|SKIP|# )|passed, .* failed|Synthesis" || true
     if ! grep -q "^# FAIL: *0" "$log" || ! grep -q "^# ERROR: *0" "$log"; then
         status=1
-        for f in $(cd "$top/build-$mpi/tests" && ls unit/*.log mpi/*.log 2>/dev/null); do
-            grep -q "^FAIL\|^ERROR" "$top/build-$mpi/tests/${f%.log}.trs" 2>/dev/null && { echo "--- $f"; tail -40 "$top/build-$mpi/tests/$f"; }
-        done
+        failed_tests "$top/build-$mpi/tests" | tee -a "$why"
     fi
     echo "=== $mpi: installed-prefix check (pkg-config, every algorithm forced)"
     case $mpi in openmpi) cc=mpicc; run=mpirun ;; mpich) cc=mpicc.mpich; run=mpiexec.mpich ;; esac
     "$top/scripts/install_check.sh" "$top/build-$mpi" "$cc" "$run" | tee "$top/build-$mpi/install_check.out" | grep -v "^$" | tail -3 || status=1
+    note_fails "$top/build-$mpi/install_check.out"
     # Sum the checks each suite counted: Criterion's synthesis and our plain lines.
     while read -r p f; do passed=$((passed + p)); failed=$((failed + f)); done < <(
         cat "$top/build-$mpi"/tests/unit/*.log 2>/dev/null | sed -n 's/.*Tested: *[0-9]* *| *Passing: *\([0-9]*\) *| *Failing: *\([0-9]*\) *| *Crashing: *\([0-9]*\).*/\1 \2 \3/p' | awk '{print $1, $2+$3}'
@@ -57,6 +78,7 @@ for mpi in openmpi mpich; do
     [ -e "$top/build-$mpi/lib/.libs/libfastreduce.so" ] || continue
     echo "=== python: the fastreduce package under $run ($mpi build; numpy, pytest, torch, mpi4py from PyPI; the installed wheel)"
     "$top/scripts/test_python.sh" "$top/build-$mpi" "$cc" "$run" | tee "$top/build-$mpi/python.out" | grep -E "^(FAIL|python)" || status=1
+    note_fails "$top/build-$mpi/python.out"
     read -r p f < <(sed -n 's/^python: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$top/build-$mpi/python.out")
     passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
     # Observability: a real Prometheus server scrapes the ranks, the textfile
@@ -65,6 +87,7 @@ for mpi in openmpi mpich; do
     "$top/tests/observe/run.sh" "$top/build-$mpi" "$run" >"$top/build-$mpi/observe.out" 2>&1
     rc=$?
     grep -E "^(FAIL|observe)" "$top/build-$mpi/observe.out"
+    note_fails "$top/build-$mpi/observe.out"
     if [ $rc = 77 ]; then
         echo "observe: skipped"
     else
@@ -90,6 +113,7 @@ if [ "${FR_SKIP_RELIABILITY:-0}" != 1 ]; then
         "${cmd[@]}" >"$out" 2>&1
         rc=$?
         grep -E "^(PASS|FAIL|SKIP)|^$step: " "$out" | tail -40
+        note_fails "$out"
         read -r p f < <(sed -n "s/^$step: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p" "$out" | tail -n 1)
         if [ "$rc" = 77 ]; then
             echo "$step: skipped"
@@ -108,9 +132,10 @@ if [ "${FR_SKIP_DISTCHECK:-0}" != 1 ]; then
     else
         echo "distcheck: FAILED"; tail -30 "$top/build-openmpi/distcheck.out"; failed=$((failed + 1)); status=1
         # what failed inside the distcheck tree (it is kept when distcheck fails)
-        find "$top/build-openmpi" -path '*/_build/*' -name '*.log' -path '*tests*' -exec grep -HE '^(FAIL|TIMEOUT)' {} + 2>/dev/null | head -40
+        find "$top/build-openmpi" -path '*/_build/*' -name '*.log' -path '*tests*' -exec grep -HE '^(FAIL|TIMEOUT)' {} + 2>/dev/null | head -40 | tee -a "$why"
     fi
 fi
 [ $status -ne 0 ] && [ $failed -eq 0 ] && failed=1
+if [ -s "$why" ]; then echo "=== what failed"; cat "$why"; fi
 echo "$passed passed, $failed failed"
 exit $status
