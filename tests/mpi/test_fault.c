@@ -206,6 +206,12 @@ static void test_skip(int coll, const char *alg, int check)
         TU_CHECK(st == FR_ERR_TIMED_OUT || st == FR_ERR_UCX, "returned %s: %s", tu_status(st), msg);
         TU_CHECK(t <= tmo + 2.0, "returned after %.2f s (timeout %g s)", t, tmo);
     }
+    /* (the spread, for the log: how near the bound a slow machine comes) */
+    double lo = 0, hi = 0, mine_lo = waiter ? t : 1e9;
+    MPI_Allreduce(&mine_lo, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&t, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (me == 0) printf("test_fault np=%d: %s skipped by rank %d: the others returned after %.2f to %.2f s\n", np, spec,
+                        skipper, lo, hi);
     tu_begin("%s skipped by rank %d: the message names the call and the peers", spec, skipper);
     if (waiter) {
         char num[32];
