@@ -30,9 +30,18 @@ int fr_shm_named_lock(int fd)
     return flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
 }
 
+/* Whether a file last modified at @p mtime is at least SWEEP_MIN_AGE_S
+ * old at @p now, to the nanosecond: whole seconds would make the guard
+ * anything from one second to two. */
+static int old_enough(const struct timespec *mtime, const struct timespec *now)
+{
+    double age = (double)(now->tv_sec - mtime->tv_sec) + (double)(now->tv_nsec - mtime->tv_nsec) * 1e-9;
+    return age >= SWEEP_MIN_AGE_S;
+}
+
 /* Unlink @p name (in SHM_DIR) if it is our user's, old enough, and its
  * creator's lock is free; 1 when it was removed. */
-static int sweep_one(const char *name, time_t now)
+static int sweep_one(const char *name, const struct timespec *now)
 {
     char path[sizeof SHM_DIR + 256];
     snprintf(path, sizeof path, SHM_DIR "/%s", name);
@@ -41,7 +50,7 @@ static int sweep_one(const char *name, time_t now)
     struct stat st, again;
     int gone = 0;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-        now - st.st_mtime >= SWEEP_MIN_AGE_S && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+        old_enough(&st.st_mtim, now) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
         stat(path, &again) == 0 && again.st_ino == st.st_ino && again.st_dev == st.st_dev) {
         char shm_name[sizeof path];
         snprintf(shm_name, sizeof shm_name, "/%s", name);
@@ -57,10 +66,11 @@ void fr_shm_sweep(void)
     if (__atomic_exchange_n(&swept, 1, __ATOMIC_RELAXED)) return;
     DIR *d = opendir(SHM_DIR);
     if (!d) return;
-    time_t now = time(NULL);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
     int n = 0;
     for (struct dirent *e; (e = readdir(d)) != NULL;)
-        if (!strncmp(e->d_name, PREFIX, sizeof PREFIX - 1)) n += sweep_one(e->d_name, now);
+        if (!strncmp(e->d_name, PREFIX, sizeof PREFIX - 1)) n += sweep_one(e->d_name, &now);
     closedir(d);
     if (n) FR_INFO(FR_SUB_SHM, "shm: removed %d segment(s) that dead processes left in " SHM_DIR, n);
 }

@@ -944,13 +944,17 @@ pass_fail $ok "fastreduce-tune --memory cuda: exit $rc, $what"
 # younger than 2 s, are not. (Made by hand: a job killed between creating
 # and unlinking its segment cannot be made to order.)
 stale=/dev/shm/fastreduce-$$-0-stale live=/dev/shm/fastreduce-$$-0-live young=/dev/shm/fastreduce-$$-0-young
-: >"$stale"; : >"$live"; : >"$young"
+: >"$stale"; : >"$live"
 touch -d '1 minute ago' "$stale" "$live"
 flock -x "$live" sleep 60 & holder=$!
-sleep 0.2
+# (the holder's lock taken before the job starts)
+for _ in $(seq 100); do flock -n "$live" true || break; sleep 0.05; done
+: >"$young"; t_young=$(date +%s.%N)
 run_one 2 "" test_coll --quick --algo shm
+# (the young one's age when the launch ended: the job swept before that)
+age=$(awk -v t0="$t_young" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.2f", t1 - t0 }')
 ok=0; [ ! -e "$stale" ] && [ -e "$live" ] && [ -e "$young" ] && ok=1
-pass_fail $ok "a stale named segment swept by the next job ($([ -e "$stale" ] && echo kept || echo removed)), a locked one kept ($([ -e "$live" ] && echo kept || echo removed)), a young one kept ($([ -e "$young" ] && echo kept || echo removed))"
+pass_fail $ok "a stale named segment swept by the next job ($([ -e "$stale" ] && echo kept || echo removed)), a locked one kept ($([ -e "$live" ] && echo kept || echo removed)), a young one kept ($([ -e "$young" ] && echo kept || echo removed); $age s old at the launch's end)"
 kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
 rm -f "$stale" "$live" "$young"
 # Every segment was unlinked as soon as it was mapped: nothing of ours is left.
