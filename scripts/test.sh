@@ -15,6 +15,11 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 passed=0; failed=0; status=0
 # What failed, kept to be printed again at the end: CI shows a log's tail.
 why=$(mktemp); trap 'rm -f "$why"' EXIT
+# fail_lines FILE: FILE's FAIL/TIMEOUT lines and the four after each; false if none.
+fail_lines() {
+    grep -qE '^(FAIL|TIMEOUT)' "$1" 2>/dev/null || return 1
+    grep -E -A4 '^(FAIL|TIMEOUT)' "$1" | head -n 60
+}
 # failed_tests DIR: for each automake test under DIR whose result is FAIL or
 # ERROR, its FAIL/TIMEOUT lines (our suites) or its log's tail (Criterion).
 failed_tests() {
@@ -23,17 +28,13 @@ failed_tests() {
         grep -qE '^:test-result: (FAIL|ERROR)' "$1/$t" || continue
         log=$1/${t%.trs}.log
         echo "--- ${log#"$top"/}"
-        if grep -qE '^(FAIL|TIMEOUT)' "$log"; then
-            grep -E -A4 '^(FAIL|TIMEOUT)' "$log" | head -n 60
-        else
-            tail -n 40 "$log"
-        fi
+        fail_lines "$log" || tail -n 40 "$log"
     done
 }
 # note_fails FILE: keep FILE's FAIL/TIMEOUT lines (and what follows each).
 note_fails() {
     grep -qE '^(FAIL|TIMEOUT)' "$1" 2>/dev/null || return 0
-    { echo "--- ${1#"$top"/}"; grep -E -A4 '^(FAIL|TIMEOUT)' "$1" | head -n 60; } >>"$why"
+    { echo "--- ${1#"$top"/}"; fail_lines "$1"; } >>"$why"
 }
 # Open MPI with CUDA and NCCL where /usr/local/cuda has them, MPICH configured
 # without them: the whole suite runs in both configurations.
